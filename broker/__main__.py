@@ -1,0 +1,5 @@
+"""`python -m broker` = the `rmqd` command."""
+
+from broker.cli import main
+
+raise SystemExit(main())

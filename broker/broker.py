@@ -1,0 +1,462 @@
+"""The broker role (RocketMQ 4.9.8 BrokerController): the store, the config managers, the
+client managers, the request processors, the trio server on listenPort and its fast/VIP
+port (listenPort - 2), and registration with the name servers every 30 s.
+
+Everything runs in one trio task tree. Store work that may block on the disk (recovery,
+flushing config files, shutdown) goes through trio.to_thread; appends and reads are mmap
+copies and run inline. The store's threads reach trio only through the pull-hold service's
+arrival hop and the SYNC_FLUSH flush callback (both via the trio token).
+
+Lifecycle (issue 4): `bound = await nursery.start(role.run)`; `await role.stop()` stops
+accepting, answers held pulls, lets in-flight requests finish, unregisters from the name
+servers, persists offsets and config, and shuts the store down (flush, checkpoint, abort
+file removed).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from broker.config import BrokerSettings, ConfigError
+from broker.remoting_client import BrokerOuterAPI, RemotingClient
+from broker.server import RemotingServer
+from processors.admin import AdminBrokerProcessor
+from processors.client_manager import (
+    HOUSEKEEPING_INTERVAL_S, ClientManageProcessor, ConsumerIdsChangeNotifier, ConsumerManager, ProducerManager,
+    scan_exception_channels,
+)
+from processors.common import (
+    PERM_READ, PERM_WRITE, RMQ_SYS_OFFSET_MOVED_EVENT, RMQ_SYS_TRANS_HALF_TOPIC, java_hashmap_order,
+)
+from processors.consumer import ConsumerManageProcessor
+from processors.consumer_filter import ConsumerFilterManager, check_expression
+from processors.lock import LockProcessor, RebalanceLockManager
+from processors.pull import PullMessageProcessor, PullRequestHoldService
+from processors.query import QueryMessageProcessor
+from processors.retry import ConsumerSendMsgBackProcessor
+from processors.send import SendMessageProcessor
+from processors.transaction import (
+    EndTransactionProcessor, TransactionalMessageCheckService, TransactionalMessageService,
+)
+from store.commitlog import MessageExtBatch, MessageExtBrokerInner, PutMessageResult
+from store.consumer_offset import ConsumerOffsetManager
+from store.delay_offset import DelayOffsetManager
+from store.message_store import DefaultMessageStore
+from store.schedule import ScheduleMessageService, TimerProgress
+from store.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
+from store.topic_config import TopicBrokerSettings, TopicConfigManager
+from wire import fastjson
+from wire.bodies import TopicConfig, TopicFilterType
+from wire.message import MessageConst, MessageSysFlag, encode_properties, ip_to_bytes
+
+log = logging.getLogger("rmqd.broker")
+
+#: BrokerController: first periodic registration 10 s after start.
+REGISTER_INITIAL_DELAY_S = 10.0
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class BrokerStats:
+    """The counters GET_BROKER_RUNTIME_INFO and GET_CONSUME_STATS report (BrokerStats /
+    BrokerStatsManager, the parts clients and mqadmin read)."""
+
+    TPS_WINDOW_S = 60.0
+
+    def __init__(self) -> None:
+        self.put_total = 0
+        self.get_total = 0
+        self.put_today_morning = 0
+        self.put_yesterday_morning = 0
+        self.get_today_morning = 0
+        self.get_yesterday_morning = 0
+        self._day = time.localtime().tm_yday
+        self._group_get: dict[tuple[str, str], collections.deque] = {}
+
+    def _roll_day(self) -> None:
+        day = time.localtime().tm_yday
+        if day != self._day:
+            self._day = day
+            self.put_yesterday_morning, self.put_today_morning = self.put_today_morning, self.put_total
+            self.get_yesterday_morning, self.get_today_morning = self.get_today_morning, self.get_total
+
+    def on_put(self, append: Any) -> None:
+        self._roll_day()
+        self.put_total += int(getattr(append, "msgNum", 1) or 1)
+
+    def on_get(self, group: str, topic: str, count: int) -> None:
+        self._roll_day()
+        self.get_total += count
+        window = self._group_get.setdefault((group, topic), collections.deque())
+        now = time.monotonic()
+        window.append((now, count))
+        while window and window[0][0] < now - self.TPS_WINDOW_S:
+            window.popleft()
+
+    def group_get_tps(self, group: str, topic: str) -> float:
+        window = self._group_get.get((group, topic))
+        if not window:
+            return 0.0
+        now = time.monotonic()
+        return sum(c for t, c in window if t >= now - self.TPS_WINDOW_S) / self.TPS_WINDOW_S
+
+
+class BrokerRole:
+    """`bound = await nursery.start(role.run)` -> {"broker": (host, port), "fast": (host, port)}."""
+
+    def __init__(self, settings: BrokerSettings, host: str = "0.0.0.0") -> None:
+        self.settings = settings
+        self.host = host
+        b = settings.broker
+        root = settings.store.storePathRootDir
+        self.broker_config = b
+        self.message_store_config = settings.store
+        self.server = RemotingServer("broker", idle_seconds=float(settings.netty_server.serverChannelMaxIdleTimeSeconds))
+        self.topic_config_manager = TopicConfigManager(root, TopicBrokerSettings(
+            brokerClusterName=b.brokerClusterName, brokerName=b.brokerName,
+            autoCreateTopicEnable=b.autoCreateTopicEnable, defaultTopicQueueNums=b.defaultTopicQueueNums,
+            clusterTopicEnable=b.clusterTopicEnable, brokerTopicEnable=b.brokerTopicEnable,
+            traceTopicEnable=b.traceTopicEnable, msgTraceTopicName=b.msgTraceTopicName))
+        self.consumer_offset_manager = ConsumerOffsetManager(root)
+        self.subscription_group_manager = SubscriptionGroupManager(root, b.autoCreateSubscriptionGroup)
+        self.consumer_filter_manager = ConsumerFilterManager(clean_time_span_ms=b.filterDataCleanTimeSpan)
+        self.notifier = ConsumerIdsChangeNotifier(
+            enabled=b.notifyConsumerIdsChangedEnable,
+            on_register=self.consumer_filter_manager.register,
+            on_unregister=self.consumer_filter_manager.unregister)
+        self.consumer_manager = ConsumerManager(self.notifier)
+        self.producer_manager = ProducerManager()
+        self.store: DefaultMessageStore = DefaultMessageStore(settings.store)
+        self.store_host = ip_to_bytes(b.brokerIP1)
+        self.store_port = settings.netty_server.listenPort
+        self.pull_hold_service = PullRequestHoldService(self.store.get_max_offset_in_queue)
+        self.stats = BrokerStats()
+        self.allow_config_update = bool(getattr(b, "enableUpdateConfig", False))
+        # delay levels / 5.x timers (started with the store unless the store runs its own)
+        self.schedule_service: ScheduleMessageService | None = None
+        if getattr(self.store, "schedule_service", None) is None:
+            self.schedule_service = ScheduleMessageService(
+                self.store, DelayOffsetManager(root), settings.store.messageDelayLevel,
+                timer_progress=TimerProgress(root))
+        self.rebalance_lock_manager = RebalanceLockManager()
+        self.transaction_service = TransactionalMessageService(
+            self.store, self.consumer_offset_manager, store_host=self.store_host, store_port=self.store_port,
+            create_topic=self.create_topic_in_send_message_back_method,
+            file_reserved_time_hours=int(settings.store.fileReservedTime))
+        self.transaction_check_service = TransactionalMessageCheckService(self, self.transaction_service)
+        self.processors = [SendMessageProcessor(self), PullMessageProcessor(self), ConsumerManageProcessor(self),
+                           ClientManageProcessor(self), AdminBrokerProcessor(self),
+                           LockProcessor(self.rebalance_lock_manager), QueryMessageProcessor(self),
+                           ConsumerSendMsgBackProcessor(self),
+                           EndTransactionProcessor(self, self.transaction_service)]
+        for processor in self.processors:
+            self.server.register_many(processor.handlers())
+        self.server.add_close_listener(self._on_channel_close)
+        self.bound: dict[str, tuple[str, int]] = {}
+        self._outer: BrokerOuterAPI | None = None
+        self._nursery: trio.Nursery | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._config_version = {"counter": 0, "timestamp": now_ms()}
+        self._stop = trio.Event()
+        self._done = trio.Event()
+        self._store_started = False
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[dict[str, tuple[str, int]]] = trio.TASK_STATUS_IGNORED) -> None:
+        s = self.settings
+        Path(s.store.storePathRootDir).mkdir(parents=True, exist_ok=True)
+        for manager in (self.topic_config_manager, self.consumer_offset_manager, self.subscription_group_manager):
+            manager.load()
+        await trio.to_thread.run_sync(self._start_store)
+        try:
+            main, fast = await self.server.open_listeners([(self.host, s.listen_port), (self.host, s.fast_listen_port)])
+            self.bound = {"broker": main, "fast": fast}
+            async with RemotingClient("broker-outer") as client:
+                self._outer = BrokerOuterAPI(client, BrokerOuterAPI.split_namesrv_addr(s.broker.namesrvAddr),
+                                             timeout=s.broker.registerBrokerTimeoutMills / 1000)
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    self._token = trio.lowlevel.current_trio_token()
+                    await nursery.start(self.pull_hold_service.run)
+                    self.store.add_arrival_listener(self.pull_hold_service.arrival_listener)
+                    await nursery.start(self.notifier.run)
+                    if self.message_store_config.brokerRole != "SLAVE":
+                        await nursery.start(self.transaction_check_service.run)
+                    await nursery.start(self.server.serve)
+                    nursery.start_soon(self._housekeeping_loop)
+                    nursery.start_soon(self._persist_loop)
+                    await self.register_broker_all()
+                    nursery.start_soon(self._register_loop)
+                    task_status.started(self.bound)
+                    await self._stop.wait()
+                    self.pull_hold_service.wake_all()
+                    await self.server.stop()
+                    await self.unregister_broker_all()
+                    nursery.cancel_scope.cancel()
+        finally:
+            self._nursery = None
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self._shutdown_store)
+            self._done.set()
+
+    def _start_store(self) -> None:
+        self.store.load()
+        self.store.start()
+        self._store_started = True
+        if self.schedule_service is not None and self.message_store_config.brokerRole != "SLAVE":
+            self.schedule_service.load()
+            self.schedule_service.start()
+
+    def _shutdown_store(self) -> None:
+        for manager in (self.consumer_offset_manager, self.topic_config_manager, self.subscription_group_manager):
+            try:
+                manager.persist()
+            except Exception:  # noqa: BLE001 - keep shutting down; the store matters most
+                log.exception("persisting %s failed", type(manager).__name__)
+        if self.schedule_service is not None:
+            try:
+                self.schedule_service.shutdown()
+            except Exception:  # noqa: BLE001
+                log.exception("schedule service shutdown failed")
+        if self._store_started:
+            self.store.shutdown()
+            self._store_started = False
+
+    async def stop(self) -> None:
+        self._stop.set()
+        await self._done.wait()
+
+    async def _register_loop(self) -> None:
+        await trio.sleep(REGISTER_INITIAL_DELAY_S)
+        period = self.settings.broker.register_period_ms() / 1000
+        while True:
+            await self.register_broker_all()
+            await trio.sleep(period)
+
+    async def _housekeeping_loop(self) -> None:
+        while True:
+            await trio.sleep(HOUSEKEEPING_INTERVAL_S)
+            scan_exception_channels(self.producer_manager, self.consumer_manager)
+
+    async def _persist_loop(self) -> None:
+        interval = max(self.broker_config.flushConsumerOffsetInterval, 100) / 1000
+        while True:
+            await trio.sleep(interval)
+            try:
+                await trio.to_thread.run_sync(self.consumer_offset_manager.persist)
+            except Exception:  # noqa: BLE001
+                log.exception("consumerOffset.json persist failed")
+
+    def _on_channel_close(self, channel: Any) -> None:
+        self.producer_manager.do_channel_close_event(channel)
+        self.consumer_manager.do_channel_close_event(channel)
+
+    # -- name servers ---------------------------------------------------------------------------------
+    def _wrapper(self) -> Any:
+        wrapper = self.topic_config_manager.build_topic_config_serialize_wrapper()
+        perm = self.broker_config.brokerPermission
+        if not (perm & PERM_READ and perm & PERM_WRITE):
+            wrapper.topicConfigTable = {
+                name: TopicConfig(topicName=name, readQueueNums=tc.readQueueNums, writeQueueNums=tc.writeQueueNums,
+                                  perm=perm)
+                for name, tc in wrapper.topicConfigTable.items()}
+        return wrapper
+
+    async def register_broker_all(self, oneway: bool = False) -> None:
+        if self._outer is None or not self._outer.namesrv_addrs:
+            return
+        s = self.settings
+        results = await self._outer.register_broker_all(
+            cluster_name=s.broker.brokerClusterName, broker_addr=s.broker_addr, broker_name=s.broker.brokerName,
+            broker_id=s.broker.brokerId, ha_server_addr=s.ha_server_addr, topic_config_wrapper=self._wrapper(),
+            oneway=oneway, compressed=s.broker.compressedRegister)
+        if results and results[0].kvTable is not None and not oneway:
+            order = {k for k in results[0].kvTable.table}
+            if order:
+                self.topic_config_manager.update_order_topic_config(order)
+
+    def register_soon(self) -> None:
+        """registerBrokerAll(false, true, true) after an auto-created topic: oneway, in the
+        background. Safe from worker threads (the transaction service creates topics there)."""
+        token = self._token
+        if token is None:
+            return
+
+        def spawn() -> None:
+            if self._nursery is not None:
+                self._nursery.start_soon(self.register_broker_all, True)
+
+        try:
+            token.run_sync_soon(spawn)
+        except trio.RunFinishedError:
+            pass
+
+    async def unregister_broker_all(self) -> None:
+        if self._outer is None or not self._outer.namesrv_addrs:
+            return
+        s = self.settings
+        await self._outer.unregister_broker_all(cluster_name=s.broker.brokerClusterName, broker_addr=s.broker_addr,
+                                                broker_name=s.broker.brokerName, broker_id=s.broker.brokerId)
+
+    # -- services the processors call ----------------------------------------------------------------
+    @staticmethod
+    def now_ms() -> int:
+        return now_ms()
+
+    def create_topic_in_send_message_method(self, topic: str, default_topic: str, remote_addr: str,
+                                            queue_nums: int, topic_sys_flag: int) -> Any:
+        tc, created = self.topic_config_manager.create_topic_in_send_message_method(
+            topic, default_topic, queue_nums, topic_sys_flag)
+        if created:
+            log.info("auto-created topic %s from %s for %s", topic, default_topic, remote_addr)
+            self.register_soon()
+        return tc
+
+    def create_topic_in_send_message_back_method(self, topic: str, queue_nums: int, perm: int,
+                                                 topic_sys_flag: int) -> Any:
+        tc, created = self.topic_config_manager.create_topic_in_send_message_back_method(
+            topic, queue_nums, perm, topic_sys_flag)
+        if created:
+            self.register_soon()
+        return tc
+
+    def create_retry_topic(self, topic: str, queue_nums: int, topic_sys_flag: int) -> Any:
+        return self.create_topic_in_send_message_back_method(topic, queue_nums, PERM_WRITE | PERM_READ,
+                                                             topic_sys_flag)
+
+    def compile_expression_error(self, expression_type: str | None, text: str | None) -> str | None:
+        return check_expression(expression_type, text)
+
+    def new_inner_message(self, *, topic: str, queue_id: int, body: bytes, flag: int, properties: dict[str, str],
+                          properties_string: str, sys_flag: int, born_timestamp: int, born_host: tuple[str, int],
+                          reconsume_times: int) -> MessageExtBrokerInner:
+        host, port = born_host
+        return MessageExtBrokerInner(
+            topic=topic, queue_id=queue_id, body=body, properties=properties, flag=flag, sys_flag=sys_flag,
+            born_timestamp=born_timestamp, born_host=ip_to_bytes(host or "127.0.0.1"), born_port=port,
+            store_host=self.store_host, store_port=self.store_port, reconsume_times=reconsume_times,
+            properties_string=properties_string)
+
+    def new_batch_message(self, *, topic: str, queue_id: int, body: bytes, flag: int, properties: dict[str, str],
+                          properties_string: str, sys_flag: int, born_timestamp: int, born_host: tuple[str, int],
+                          reconsume_times: int) -> MessageExtBatch:
+        host, port = born_host
+        ordered = java_hashmap_order(properties)
+        return MessageExtBatch(
+            topic=topic, queue_id=queue_id, body=body, properties=ordered, sys_flag=sys_flag,
+            born_timestamp=born_timestamp, born_host=ip_to_bytes(host or "127.0.0.1"), born_port=port,
+            store_host=self.store_host, store_port=self.store_port, reconsume_times=reconsume_times)
+
+    async def prepare_transaction_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        """TransactionalMessageBridge.parseHalfMessageInner + putMessage: the half message goes to
+        RMQ_SYS_TRANS_HALF_TOPIC queue 0 with its real topic/queue in properties (issue 5 resolves it)."""
+        props = dict(msg.properties)
+        if MessageConst.PROPERTY_WAIT_STORE_MSG_OK in props:  # removed and put back by the send path
+            props[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = props.pop(MessageConst.PROPERTY_WAIT_STORE_MSG_OK)
+        held = len(props)
+        props[MessageConst.PROPERTY_REAL_TOPIC] = msg.topic
+        props[MessageConst.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+        msg.properties = props
+        msg.properties_string = encode_properties(java_hashmap_order(props, max_size=max(held, len(props))))
+        msg.sys_flag = MessageSysFlag.reset_transaction_value(msg.sys_flag, MessageSysFlag.TRANSACTION_NOT_TYPE)
+        msg.topic = RMQ_SYS_TRANS_HALF_TOPIC
+        msg.queue_id = 0
+        return self.store.put_message(msg)
+
+    def generate_offset_moved_event(self, group: str, topic: str, queue_id: int, offset_request: int,
+                                    offset_new: int) -> None:
+        """PullMessageProcessor.generateOffsetMovedEvent: a record of the correction in OFFSET_MOVED_EVENT."""
+        try:
+            event = {"consumerGroup": group,
+                     "messageQueue": {"brokerName": self.broker_config.brokerName, "queueId": queue_id,
+                                      "topic": topic},
+                     "offsetNew": offset_new, "offsetRequest": offset_request}
+            props = java_hashmap_order({MessageConst.PROPERTY_TAGS: group, MessageConst.PROPERTY_DELAY_TIME_LEVEL: "0",
+                                        MessageConst.PROPERTY_KEYS: group})
+            msg = MessageExtBrokerInner(
+                topic=RMQ_SYS_OFFSET_MOVED_EVENT, queue_id=0, body=fastjson.dumps(event).encode("utf-8"),
+                properties=props, properties_string=encode_properties(props), born_timestamp=now_ms(),
+                born_host=self.store_host, born_port=self.store_port, store_host=self.store_host,
+                store_port=self.store_port)
+            self.store.put_message(msg)
+        except Exception:  # noqa: BLE001 - an audit record must never fail a pull
+            log.exception("generateOffsetMovedEvent failed")
+
+    # -- admin support ----------------------------------------------------------------------------------
+    def update_topic_config(self, *, topic: str, read_queue_nums: int, write_queue_nums: int, perm: int,
+                            topic_filter_type: str, topic_sys_flag: int, order: bool) -> None:
+        try:
+            filter_type = TopicFilterType[topic_filter_type]
+        except KeyError:
+            filter_type = TopicFilterType.SINGLE_TAG
+        tc = TopicConfig(topicName=topic, readQueueNums=read_queue_nums, writeQueueNums=write_queue_nums, perm=perm,
+                         topicFilterType=filter_type, topicSysFlag=topic_sys_flag, order=order)
+        self.topic_config_manager.update_topic_config(tc)
+        if self._nursery is not None:  # (admin handlers run on the trio thread)
+            self._nursery.start_soon(self.register_broker_all)
+
+    async def delete_topic(self, topic: str) -> None:
+        self.topic_config_manager.delete_topic_config(topic)
+        await trio.to_thread.run_sync(self.store.delete_topics, {topic})
+
+    def update_subscription_group_from_body(self, body: bytes) -> None:
+        if not body:
+            return
+        cfg = SubscriptionGroupConfig.from_json_obj(fastjson.loads(body.decode("utf-8")))
+        self.subscription_group_manager.update_subscription_group_config(cfg)
+
+    def update_config(self, props: dict[str, str]) -> list[str]:
+        try:
+            self.settings.apply(props, source="UPDATE_BROKER_CONFIG")
+        except ConfigError as exc:
+            return [str(exc)]
+        self._config_version = {"counter": self._config_version["counter"] + 1, "timestamp": now_ms()}
+        return []
+
+    def all_configs(self) -> dict[str, Any]:
+        return {k: _java_text(v) for k, v in self.settings.all_properties().items()}
+
+    def config_data_version(self) -> dict[str, int]:
+        return dict(self._config_version)
+
+    def store_runtime_info(self) -> dict[str, str]:
+        info = getattr(self.store, "get_runtime_info", None)
+        if info is not None:
+            return {k: str(v) for k, v in info().items()}
+        return {
+            "commitLogMinOffset": str(self.store.get_min_phy_offset()),
+            "commitLogMaxOffset": str(self.store.get_max_phy_offset()),
+        }
+
+    def dispatch_behind_bytes(self) -> int:
+        return self.store.dispatch_behind_bytes()
+
+    def earliest_message_time(self) -> int:
+        fn = getattr(self.store, "get_earliest_message_time_all", None)
+        return int(fn()) if fn is not None else 0
+
+    def remain_to_flush(self) -> int:
+        fs = getattr(self.store, "flush_service", None)
+        flushed = getattr(fs, "flushed_offset", None) if fs is not None else None
+        if flushed is None:
+            return 0
+        return max(self.store.get_max_phy_offset() - int(flushed), 0)
+
+
+def _java_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return ""
+    return str(v)
+
+
+__all__ = ["BrokerRole", "BrokerStats"]

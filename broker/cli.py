@@ -1,0 +1,340 @@
+"""`rmqd`: serve | namesrv | broker | store verify | store dump.
+
+Contract (issue 4): once every port accepts, one line starting with `rmqd ready` on stdout;
+SIGINT/SIGTERM stop gracefully and exit 0; any error is one line on stderr and a non-zero
+exit — never a traceback (set RMQD_DEBUG=1 to get one in the log).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import trio
+
+from broker.config import ConfigError, load_broker_settings
+from broker.remoting_client import parse_addr
+from wire.errors import WireError
+
+log = logging.getLogger("rmqd")
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """An error shown to the user as one line."""
+
+
+# --------------------------------------------------------------------------------------------
+# argument parsing
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rmqd", description="A drop-in broker for Apache RocketMQ 4.9.x clients.")
+    parser.add_argument("--log-level", default=os.environ.get("RMQD_LOG_LEVEL", "WARNING"),
+                        help="logging level for stderr (default WARNING)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run a name server and one broker in one process")
+    serve.add_argument("--store", help="store directory (storePathRootDir; default ./store)")
+    serve.add_argument("--namesrv-port", type=int, default=None, help="name server port (default 9876)")
+    serve.add_argument("--broker-port", type=int, default=None, help="broker listenPort (default 10911; fast port = -2)")
+    serve.add_argument("--host", default=None, help="address to listen on (default 0.0.0.0); also brokerIP1")
+    serve.add_argument("-c", "--config", help="broker.conf (RocketMQ keys)")
+    serve.add_argument("--kv-config", help="name server kvConfig.json (default ~/namesrv/kvConfig.json)")
+
+    ns = sub.add_parser("namesrv", help="run a name server")
+    ns.add_argument("--port", type=int, default=None, help="listen port (default 9876)")
+    ns.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    ns.add_argument("-c", "--config", help="namesrv properties file (NamesrvConfig keys)")
+    ns.add_argument("--kv-config", help="kvConfig.json (default ~/namesrv/kvConfig.json)")
+
+    br = sub.add_parser("broker", help="run a broker that registers with name servers")
+    br.add_argument("-n", "--namesrv-addr", help="name servers, host:port[;host:port] (namesrvAddr)")
+    br.add_argument("-c", "--config", help="broker.conf (RocketMQ keys)")
+    br.add_argument("--store", help="store directory (storePathRootDir)")
+    br.add_argument("--port", type=int, default=None, help="listenPort (default 10911; fast port = -2)")
+    br.add_argument("--host", default=None, help="address to listen on (default 0.0.0.0); also brokerIP1")
+
+    st = sub.add_parser("store", help="offline store tools")
+    st_sub = st.add_subparsers(dest="store_command", metavar="STORE_COMMAND")
+    verify = st_sub.add_parser("verify", help="check every record, consume-queue unit and index entry")
+    verify.add_argument("store_dir")
+    dump = st_sub.add_parser("dump", help="print the stored messages as JSON lines")
+    dump.add_argument("store_dir")
+    dump.add_argument("--topic")
+    dump.add_argument("--queue", type=int)
+    return parser
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def _connect_host(host: str) -> str:
+    return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
+
+
+def _fmt(addr: tuple[str, int]) -> str:
+    return f"{_connect_host(addr[0])}:{addr[1]}"
+
+
+def _check_port(port: int | None, what: str) -> None:
+    if port is not None and not 0 <= port <= 65535:
+        raise CliError(f"{what} {port} is out of range 0..65535")
+
+
+def _prepare_store(path: str) -> str:
+    """The store directory: created if missing (its parent must exist); must be a readable,
+    writable directory."""
+    p = Path(path).expanduser()
+    if p.exists():
+        if not p.is_dir():
+            raise CliError(f"store {p} is not a directory")
+        if not os.access(p, os.R_OK | os.W_OK | os.X_OK):
+            raise CliError(f"store {p} is not readable and writable")
+    else:
+        parent = p.absolute().parent
+        if not parent.is_dir():
+            raise CliError(f"store {p}: parent directory {parent} does not exist")
+        try:
+            p.mkdir()
+        except OSError as exc:
+            raise CliError(f"store {p} cannot be created: {exc.strerror or exc}") from None
+    return str(p.absolute())
+
+
+def _namesrv_config(args: argparse.Namespace, port: int | None) -> Any:
+    from broker.config import read_properties_file
+    from processors.namesrv import NamesrvConfig
+
+    config = NamesrvConfig()
+    if getattr(args, "config", None) and args.command == "namesrv":
+        unknown = config.update(read_properties_file(args.config))
+        if unknown:
+            raise ConfigError(f"{args.config}: unknown config key {unknown[0]!r}")
+    if args.kv_config:
+        config.kvConfigPath = args.kv_config
+    if port is not None:
+        config.listenPort = port
+    _check_port(config.listenPort, "name server port")
+    return config
+
+
+def _broker_settings(args: argparse.Namespace, *, store: str | None, port: int | None, host: str | None,
+                     namesrv_addr: str | None) -> Any:
+    overrides: dict[str, str] = {}
+    if port is not None:
+        _check_port(port, "broker port")
+        overrides["listenPort"] = str(port)
+    if host is not None and host not in ("", "0.0.0.0", "::"):
+        overrides["brokerIP1"] = host
+    if namesrv_addr is not None:
+        overrides["namesrvAddr"] = namesrv_addr
+    settings = load_broker_settings(args.config, overrides)
+    if store is not None:
+        settings.store.storePathRootDir = store
+        if args.config is None or "storePathCommitLog" not in _conf_keys(args.config):
+            settings.store.storePathCommitLog = None
+    elif args.config is None or "storePathRootDir" not in _conf_keys(args.config):
+        settings.store.storePathRootDir = "./store"
+    settings.store.storePathRootDir = _prepare_store(settings.store.storePathRootDir)
+    return settings
+
+
+def _conf_keys(path: str) -> set[str]:
+    from broker.config import read_properties_file
+
+    return set(read_properties_file(path))
+
+
+async def _wait_for_signal(stop: Callable[[], Any]) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.info("received %s, shutting down", signal.Signals(signum).name)
+            await stop()
+            return
+
+
+def _ready(line: str) -> None:
+    print(line, flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# commands
+
+
+async def _run_namesrv(args: argparse.Namespace) -> int:
+    from broker.namesrv import NamesrvRole
+
+    config = _namesrv_config(args, args.port)
+    role = NamesrvRole(config, host=args.host)
+    async with trio.open_nursery() as nursery:
+        bound = await nursery.start(role.run)
+        _ready(f"rmqd ready namesrv={_fmt(bound)}")
+        await _wait_for_signal(role.stop)
+        nursery.cancel_scope.cancel()
+    return EXIT_OK
+
+
+async def _run_broker(args: argparse.Namespace) -> int:
+    from broker.broker import BrokerRole
+
+    settings = _broker_settings(args, store=args.store, port=args.port, host=args.host, namesrv_addr=args.namesrv_addr)
+    if not settings.broker.namesrvAddr:
+        raise CliError("no name server: give -n HOST:PORT or namesrvAddr in broker.conf")
+    _check_namesrv_addrs(settings.broker.namesrvAddr)
+    role = BrokerRole(settings, host=args.host or "0.0.0.0")
+    async with trio.open_nursery() as nursery:
+        bound = await nursery.start(role.run)
+        _ready(f"rmqd ready broker={_fmt(bound['broker'])} fast={_fmt(bound['fast'])} "
+               f"namesrv={settings.broker.namesrvAddr} store={settings.store.storePathRootDir}")
+        await _wait_for_signal(role.stop)
+        nursery.cancel_scope.cancel()
+    return EXIT_OK
+
+
+async def _run_serve(args: argparse.Namespace) -> int:
+    from broker.broker import BrokerRole
+    from broker.namesrv import NamesrvRole
+
+    host = args.host or "0.0.0.0"
+    ns_port = args.namesrv_port if args.namesrv_port is not None else 9876
+    config = _namesrv_config(args, ns_port)
+    ns_role = NamesrvRole(config, host=host)
+    # bind the name server first: its real port (0 = any) goes into namesrvAddr
+    async with trio.open_nursery() as nursery:
+        ns_bound = await nursery.start(ns_role.run)
+        ns_addr = f"{_connect_host(host)}:{ns_bound[1]}"
+        broker_port = args.broker_port if args.broker_port is not None else None
+        settings = _broker_settings(args, store=args.store, port=broker_port, host=args.host, namesrv_addr=ns_addr)
+        broker_role = BrokerRole(settings, host=host)
+        bound = await nursery.start(broker_role.run)
+        _ready(f"rmqd ready namesrv={ns_addr} broker={_fmt(bound['broker'])} fast={_fmt(bound['fast'])} "
+               f"store={settings.store.storePathRootDir}")
+
+        async def stop_all() -> None:
+            await broker_role.stop()   # drains requests, unregisters from the name server
+            await ns_role.stop()
+
+        await _wait_for_signal(stop_all)
+        nursery.cancel_scope.cancel()
+    return EXIT_OK
+
+
+def _check_namesrv_addrs(value: str) -> None:
+    for addr in (a.strip() for a in value.split(";") if a.strip()):
+        try:
+            parse_addr(addr)
+        except ValueError as exc:
+            raise CliError(f"namesrvAddr: {exc}") from None
+
+
+def _run_store(args: argparse.Namespace) -> int:
+    if args.store_command is None:
+        raise CliError("store needs a sub-command: verify or dump")
+    store_dir = Path(args.store_dir)
+    if not store_dir.is_dir():
+        raise CliError(f"store {store_dir} does not exist or is not a directory")
+    try:
+        from store import tools
+    except ImportError as exc:
+        raise CliError(f"store tools are not available: {exc}") from None
+    if args.store_command == "verify":
+        count = 0
+        for problem in tools.verify(str(store_dir)):
+            count += 1
+            print(_problem_line(problem))
+        if count:
+            print(f"{count} problem(s) found in {store_dir}", file=sys.stderr)
+            return EXIT_ERROR
+        print(f"store {store_dir}: OK")
+        return EXIT_OK
+    out = sys.stdout
+    for record in tools.dump(str(store_dir), topic=args.topic, queue=args.queue):
+        out.write(json.dumps(record, ensure_ascii=False, default=_json_default) + "\n")
+    out.flush()
+    return EXIT_OK
+
+
+def _problem_line(problem: Any) -> str:
+    file = getattr(problem, "file", None)
+    offset = getattr(problem, "offset", None)
+    message = getattr(problem, "message", None)
+    if file is None and message is None:
+        return str(problem)
+    return f"{file}:{offset}: {message}"
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="replace")
+    return str(value)
+
+
+# --------------------------------------------------------------------------------------------
+# entry point
+
+
+def _leaf_exceptions(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        out: list[BaseException] = []
+        for inner in exc.exceptions:
+            out.extend(_leaf_exceptions(inner))
+        return out
+    return [exc]
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, (CliError, ConfigError)):
+        return str(exc)
+    if isinstance(exc, WireError):
+        return f"bad data: {exc}"
+    if isinstance(exc, PermissionError):
+        return f"permission denied: {exc.filename or exc}"
+    if isinstance(exc, OSError):
+        text = exc.strerror or str(exc)
+        if exc.errno in (98, 48, 10048):  # EADDRINUSE (Linux, macOS, Windows)
+            return f"cannot listen: address already in use ({text})"
+        if exc.filename:
+            return f"{exc.filename}: {text}"
+        return f"system error: {text}"
+    return f"internal error: {type(exc).__name__}: {exc}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or usage error (2): argparse printed it already
+        return int(exc.code or 0)
+    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        if args.command == "store":
+            return _run_store(args)
+        runner = {"serve": _run_serve, "namesrv": _run_namesrv, "broker": _run_broker}[args.command]
+        return trio.run(runner, args)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except BaseException as exc:  # noqa: BLE001 - the CLI contract: one line, never a traceback
+        if isinstance(exc, SystemExit):
+            return int(exc.code or 0)
+        leaves = [e for e in _leaf_exceptions(exc) if not isinstance(e, KeyboardInterrupt)] or [exc]
+        if os.environ.get("RMQD_DEBUG"):
+            log.error("rmqd failed", exc_info=exc)
+        print(f"rmqd: {_describe(leaves[0])}", file=sys.stderr)
+        return EXIT_ERROR
+
+

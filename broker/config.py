@@ -1,0 +1,292 @@
+"""broker.conf: RocketMQ's keys and 4.9.x defaults, split over the config classes.
+
+A broker.conf (java.util.Properties syntax) is applied, as BrokerStartup does, to every
+config class that has the key: BrokerConfig, NettyServerConfig (listenPort, ...),
+NettyClientConfig and the store's MessageStoreConfig (store/config.py). Unlike RocketMQ, a
+key no class knows is an error naming the file and the key — a typo must not silently
+leave a default in place. Relative paths (storePathRootDir=./store) are relative to the
+working directory, as with RocketMQ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from store.config import MessageStoreConfig
+from wire.bodies import PERM_READ, PERM_WRITE, format_properties, parse_properties
+
+_CPUS = os.cpu_count() or 1
+
+
+class ConfigError(ValueError):
+    """A config file or value that cannot be used; the message names file, key and value."""
+
+
+def local_address() -> str:
+    """RemotingUtil.getLocalAddress: the first non-loopback IPv4 address, else 127.0.0.1."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # no packet is sent; picks the outgoing interface
+            addr = s.getsockname()[0]
+            if addr and not addr.startswith("0."):
+                return addr
+    except OSError:
+        pass
+    return "127.0.0.1"
+
+
+@dataclass
+class BrokerConfig:
+    """org.apache.rocketmq.common.BrokerConfig (4.9.8) plus rmqd's enableUpdateConfig."""
+    rocketmqHome: str | None = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME"))
+    namesrvAddr: str | None = field(default_factory=lambda: os.environ.get("NAMESRV_ADDR"))
+    brokerIP1: str = field(default_factory=local_address)
+    brokerIP2: str = field(default_factory=local_address)
+    brokerName: str = field(default_factory=socket.gethostname)
+    brokerClusterName: str = "DefaultCluster"
+    brokerId: int = 0
+    brokerPermission: int = PERM_READ | PERM_WRITE
+    defaultTopicQueueNums: int = 8
+    autoCreateTopicEnable: bool = True
+    clusterTopicEnable: bool = True
+    brokerTopicEnable: bool = True
+    autoCreateSubscriptionGroup: bool = True
+    messageStorePlugIn: str = ""
+    msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
+    traceTopicEnable: bool = False
+    sendMessageThreadPoolNums: int = min(_CPUS, 4)
+    putMessageFutureThreadPoolNums: int = min(_CPUS, 4)
+    pullMessageThreadPoolNums: int = 16 + _CPUS * 2
+    processReplyMessageThreadPoolNums: int = 16 + _CPUS * 2
+    queryMessageThreadPoolNums: int = 8 + _CPUS
+    adminBrokerThreadPoolNums: int = 16
+    clientManageThreadPoolNums: int = 32
+    consumerManageThreadPoolNums: int = 32
+    heartbeatThreadPoolNums: int = min(32, _CPUS)
+    endTransactionThreadPoolNums: int = max(8 + _CPUS * 2, min(_CPUS, 4) * 4)
+    flushConsumerOffsetInterval: int = 1000 * 5
+    flushConsumerOffsetHistoryInterval: int = 1000 * 60
+    rejectTransactionMessage: bool = False
+    fetchNamesrvAddrByAddressServer: bool = False
+    sendThreadPoolQueueCapacity: int = 10000
+    putThreadPoolQueueCapacity: int = 10000
+    pullThreadPoolQueueCapacity: int = 100000
+    replyThreadPoolQueueCapacity: int = 10000
+    queryThreadPoolQueueCapacity: int = 20000
+    clientManagerThreadPoolQueueCapacity: int = 1000000
+    consumerManagerThreadPoolQueueCapacity: int = 1000000
+    heartbeatThreadPoolQueueCapacity: int = 50000
+    endTransactionPoolQueueCapacity: int = 100000
+    filterServerNums: int = 0
+    longPollingEnable: bool = True
+    shortPollingTimeMills: int = 1000
+    notifyConsumerIdsChangedEnable: bool = True
+    highSpeedMode: bool = False
+    commercialEnable: bool = True
+    commercialTimerCount: int = 1
+    commercialTransCount: int = 1
+    commercialBigCount: int = 1
+    commercialBaseCount: int = 1
+    transferMsgByHeap: bool = True
+    maxDelayTime: int = 40
+    regionId: str = "DefaultRegion"
+    registerBrokerTimeoutMills: int = 6000
+    slaveReadEnable: bool = False
+    disableConsumeIfConsumerReadSlowly: bool = False
+    consumerFallbehindThreshold: int = 1024 * 1024 * 1024 * 16
+    brokerFastFailureEnable: bool = True
+    waitTimeMillsInSendQueue: int = 200
+    waitTimeMillsInPullQueue: int = 5 * 1000
+    waitTimeMillsInHeartbeatQueue: int = 31 * 1000
+    waitTimeMillsInTransactionQueue: int = 3 * 1000
+    startAcceptSendRequestTimeStamp: int = 0
+    traceOn: bool = True
+    enableCalcFilterBitMap: bool = False
+    expectConsumerNumUseFilter: int = 32
+    maxErrorRateOfBloomFilter: int = 20
+    filterDataCleanTimeSpan: int = 24 * 3600 * 1000
+    filterSupportRetry: bool = False
+    enablePropertyFilter: bool = False
+    compressedRegister: bool = False
+    forceRegister: bool = True
+    registerNameServerPeriod: int = 1000 * 30
+    transactionTimeOut: int = 6 * 1000
+    transactionCheckMax: int = 15
+    transactionCheckInterval: int = 60 * 1000
+    aclEnable: bool = False
+    storeReplyMessageEnable: bool = True
+    enableDetailStat: bool = True
+    autoDeleteUnusedStats: bool = False
+    isolateLogEnable: bool = False
+    configBlackList: str = "configBlackList;brokerConfigPath"
+    # rmqd: UPDATE_BROKER_CONFIG is refused unless this is true (CVE-2023-33246/37582)
+    enableUpdateConfig: bool = False
+
+    def register_period_ms(self) -> int:
+        """BrokerController clamps registerNameServerPeriod to 10..60 s."""
+        return max(10000, min(self.registerNameServerPeriod, 60000))
+
+
+@dataclass
+class NettyServerConfig:
+    """org.apache.rocketmq.remoting.netty.NettyServerConfig; listenPort as BrokerStartup sets it."""
+    listenPort: int = 10911
+    serverWorkerThreads: int = 8
+    serverCallbackExecutorThreads: int = 0
+    serverSelectorThreads: int = 3
+    serverOnewaySemaphoreValue: int = 256
+    serverAsyncSemaphoreValue: int = 64
+    serverChannelMaxIdleTimeSeconds: int = 120
+    serverSocketSndBufSize: int = 0
+    serverSocketRcvBufSize: int = 0
+    writeBufferHighWaterMark: int = 0
+    writeBufferLowWaterMark: int = 0
+    serverSocketBacklog: int = 1024
+    serverPooledByteBufAllocatorEnable: bool = True
+    useEpollNativeSelector: bool = False
+
+
+@dataclass
+class NettyClientConfig:
+    """org.apache.rocketmq.remoting.netty.NettyClientConfig."""
+    clientWorkerThreads: int = 4
+    clientCallbackExecutorThreads: int = _CPUS
+    clientOnewaySemaphoreValue: int = 65535
+    clientAsyncSemaphoreValue: int = 65535
+    connectTimeoutMillis: int = 3000
+    channelNotActiveInterval: int = 1000 * 60
+    clientChannelMaxIdleTimeSeconds: int = 120
+    clientSocketSndBufSize: int = 0
+    clientSocketRcvBufSize: int = 0
+    clientPooledByteBufAllocatorEnable: bool = False
+    clientCloseSocketIfTimeout: bool = False
+    useTLS: bool = False
+    writeBufferHighWaterMark: int = 0
+    writeBufferLowWaterMark: int = 0
+
+
+@dataclass
+class BrokerSettings:
+    """Everything one broker process is configured with."""
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
+    netty_server: NettyServerConfig = field(default_factory=NettyServerConfig)
+    netty_client: NettyClientConfig = field(default_factory=NettyClientConfig)
+    store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
+
+    @property
+    def listen_port(self) -> int:
+        return self.netty_server.listenPort
+
+    @property
+    def fast_listen_port(self) -> int:
+        """The VIP channel: listenPort - 2 (BrokerController: fastConfig.setListenPort(listenPort - 2))."""
+        return self.netty_server.listenPort - 2
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker.brokerIP1}:{self.netty_server.listenPort}"
+
+    @property
+    def ha_server_addr(self) -> str:
+        return f"{self.broker.brokerIP2}:{self.store.haListenPort}"
+
+    def apply(self, props: Mapping[str, str], source: str = "config") -> None:
+        """Set every key on each class that has it; unknown keys and bad values raise ConfigError."""
+        targets = [self.broker, self.netty_server, self.netty_client]
+        for key, raw in props.items():
+            hit = False
+            for target in targets:
+                if key in _field_types(type(target)):
+                    setattr(target, key, _coerce(source, key, _field_types(type(target))[key], raw))
+                    hit = True
+            if key in MessageStoreConfig.field_names():
+                try:
+                    self.store.update({key: raw})
+                except ValueError as exc:
+                    raise ConfigError(f"{source}: bad value for {key}: {exc}") from None
+                hit = True
+            if not hit:
+                raise ConfigError(f"{source}: unknown config key {key!r}")
+
+    def all_properties(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for obj in (self.broker, self.netty_server, self.netty_client, self.store):
+            out.update(dataclasses.asdict(obj))
+        return out
+
+    def to_properties(self) -> str:
+        return format_properties(self.all_properties())
+
+
+def _field_types(cls: type) -> dict[str, str]:
+    cache = _TYPE_CACHE.get(cls)
+    if cache is None:
+        cache = _TYPE_CACHE[cls] = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+    return cache
+
+
+_TYPE_CACHE: dict[type, dict[str, str]] = {}
+
+
+def _coerce(source: str, key: str, typ: str, raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    text = raw.strip()
+    if typ == "bool":
+        if text.lower() not in ("true", "false"):
+            raise ConfigError(f"{source}: {key}={raw!r} is not true/false")
+        return text.lower() == "true"
+    if typ == "int":
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(f"{source}: {key}={raw!r} is not a whole number") from None
+    if typ == "str | None" and text == "":
+        return None
+    return text
+
+
+def read_properties_file(path: str | os.PathLike[str]) -> dict[str, str]:
+    """A broker.conf / namesrv.conf as a dict; unreadable -> ConfigError naming the file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {p} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {p}: {exc}") from None
+    return parse_properties(text)
+
+
+def load_broker_settings(conf_path: str | os.PathLike[str] | None = None,
+                         overrides: Mapping[str, str] | None = None) -> BrokerSettings:
+    """Defaults, then the file, then command-line overrides (all RocketMQ key names)."""
+    settings = BrokerSettings()
+    if conf_path is not None:
+        settings.apply(read_properties_file(conf_path), source=str(conf_path))
+    if overrides:
+        settings.apply(overrides, source="command line")
+    validate(settings)
+    return settings
+
+
+def validate(settings: BrokerSettings) -> None:
+    b = settings.broker
+    port = settings.netty_server.listenPort
+    if not 3 <= port <= 65535:
+        raise ConfigError(f"listenPort={port} is out of range (the fast port listenPort-2 must be valid too)")
+    if b.brokerId < 0:
+        raise ConfigError(f"brokerId={b.brokerId} must be >= 0")
+    if not b.brokerName:
+        raise ConfigError("brokerName must not be empty")
+    if b.defaultTopicQueueNums <= 0:
+        raise ConfigError(f"defaultTopicQueueNums={b.defaultTopicQueueNums} must be > 0")
+
+
+__all__ = ["BrokerConfig", "BrokerSettings", "ConfigError", "NettyClientConfig", "NettyServerConfig",
+           "load_broker_settings", "local_address", "read_properties_file", "validate"]

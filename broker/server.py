@@ -1,0 +1,471 @@
+"""trio Remoting server: the socket side of the name server and the broker.
+
+One task per connection reads frames through wire/'s FrameDecoder; every request runs in
+its own task so a long-polling pull never holds up a send on the same connection (RocketMQ
+gets the same effect from its executor pools). Responses get the request's opaque and
+serialize type; oneway requests (flag bit 1) get none. Clients that never set the oneway
+flag (C++, Go, ali-ons) get a response they ignore — exactly what a Java broker does.
+
+The same `Channel` class carries outgoing connections (broker/remoting_client.py), so a
+connection is symmetric: either side may send requests and receive responses on it. That
+is how the broker calls clients (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE)
+over the connection the client opened.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import logging
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterable
+
+import trio
+
+from wire.codes import ResponseCode
+from wire.errors import WireError
+from wire.frame import (RPC_ONEWAY, RPC_TYPE_RESPONSE, FrameDecoder, RemotingCommand, encode_frame,
+                        encode_frame_parts, make_response)
+
+log = logging.getLogger("rmqd.server")
+
+Handler = Callable[["RequestContext", RemotingCommand], Awaitable[RemotingCommand | None]]
+CloseListener = Callable[["Channel"], Any]
+
+RECEIVE_CHUNK = 256 * 1024
+# RocketMQ NettyServerConfig.serverChannelMaxIdleTimeSeconds: idle connections are closed.
+DEFAULT_IDLE_SECONDS = 120.0
+# Bounded per-connection concurrency: beyond this many in-flight requests we stop reading
+# (TCP back-pressure) instead of queueing without limit.
+MAX_IN_FLIGHT_PER_CONNECTION = 1024
+
+
+class RemotingError(Exception):
+    """Base of errors raised by broker->peer calls (invoke / oneway)."""
+
+
+class RemotingTimeoutError(RemotingError):
+    """No response arrived within the timeout (RocketMQ RemotingTimeoutException)."""
+
+
+class RemotingConnectError(RemotingError):
+    """The peer could not be reached (RocketMQ RemotingConnectException)."""
+
+
+class RemotingSendRequestError(RemotingError):
+    """The connection failed or closed before the response (RemotingSendRequestException)."""
+
+
+def exception_simple_desc(exc: BaseException) -> str:
+    """Remark for SYSTEM_ERROR, shaped like RocketMQ's RemotingHelper.exceptionSimpleDesc:
+    the exception text, then where it was raised."""
+    text = f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
+    tb = traceback.extract_tb(exc.__traceback__)
+    if tb:
+        frame = tb[-1]
+        text += f", {frame.name}({frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})"
+    return text
+
+
+def _format_addr(sockaddr: Any) -> str:
+    if isinstance(sockaddr, tuple) and len(sockaddr) >= 2:
+        host = sockaddr[0]
+        return f"[{host}]:{sockaddr[1]}" if ":" in host else f"{host}:{sockaddr[1]}"
+    return str(sockaddr)
+
+
+@dataclass(slots=True)
+class _Pending:
+    event: trio.Event = field(default_factory=trio.Event)
+    response: RemotingCommand | None = None
+
+
+class Channel:
+    """One TCP connection. Processors keep it (e.g. in a client table) to call the peer later.
+
+    `remote_addr` is "ip:port" as RocketMQ's RemotingHelper.parseChannelRemoteAddr gives it.
+    `attrs` is free for processors (client id, language, version, ...).
+    """
+
+    _ids = itertools.count(1)
+
+    def __init__(self, stream: trio.abc.Stream, *, local_addr: str = "", remote_addr: str = "") -> None:
+        self.id = next(Channel._ids)
+        self.stream = stream
+        self.local_addr = local_addr
+        self.remote_addr = remote_addr
+        self.attrs: dict[str, Any] = {}
+        self.closed = False
+        self.close_reason: str | None = None
+        self.last_activity = trio.current_time()
+        self._write_lock = trio.Lock()
+        self._opaque = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._closed_event = trio.Event()
+        self._cancel_connection: Callable[[], None] | None = None
+
+    @classmethod
+    def from_socket_stream(cls, stream: trio.SocketStream) -> "Channel":
+        try:
+            local = _format_addr(stream.socket.getsockname())
+            remote = _format_addr(stream.socket.getpeername())
+        except OSError:
+            local = remote = ""
+        return cls(stream, local_addr=local, remote_addr=remote)
+
+    def __repr__(self) -> str:
+        return f"<Channel #{self.id} {self.remote_addr}{' closed' if self.closed else ''}>"
+
+    # -- writing ---------------------------------------------------------------------------
+    async def send(self, cmd: RemotingCommand) -> None:
+        """Write one frame. A body given as a list/tuple of buffers is written without
+        joining (pull responses hand over memoryviews of the commit log)."""
+        if self.closed:
+            raise RemotingSendRequestError(f"channel to {self.remote_addr} is closed")
+        body = cmd.body
+        if isinstance(body, (list, tuple)):
+            cmd.body = None
+            try:
+                parts = encode_frame_parts(cmd, list(body))
+            finally:
+                cmd.body = body
+        else:
+            parts = [encode_frame(cmd)]
+        try:
+            async with self._write_lock:
+                for part in parts:
+                    await self.stream.send_all(part)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self._mark_closed(f"write failed: {exc}")
+            raise RemotingSendRequestError(f"send to {self.remote_addr} failed: {exc}") from exc
+        self.last_activity = trio.current_time()
+
+    async def send_request_oneway(self, cmd: RemotingCommand) -> None:
+        """Send a request that expects no answer (sets the oneway flag, like Java's invokeOneway)."""
+        cmd.flag = (cmd.flag | RPC_ONEWAY) & ~RPC_TYPE_RESPONSE
+        cmd.opaque = next(self._opaque)
+        await self.send(cmd)
+
+    async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send a request and wait for the response with the same opaque (timeout in seconds)."""
+        cmd.flag &= ~(RPC_TYPE_RESPONSE | RPC_ONEWAY)
+        cmd.opaque = next(self._opaque)
+        pending = _Pending()
+        self._pending[cmd.opaque] = pending
+        try:
+            await self.send(cmd)
+            with trio.move_on_after(timeout):
+                await pending.event.wait()
+        finally:
+            self._pending.pop(cmd.opaque, None)
+        if pending.response is None:
+            if self.closed:
+                raise RemotingSendRequestError(
+                    f"connection to {self.remote_addr} closed before the response ({self.close_reason})")
+            raise RemotingTimeoutError(f"wait response on {self.remote_addr} timeout {int(timeout * 1000)}ms")
+        return pending.response
+
+    def _complete(self, response: RemotingCommand) -> None:
+        pending = self._pending.get(response.opaque)
+        if pending is None:
+            log.debug("response for unknown opaque %s from %s", response.opaque, self.remote_addr)
+            return
+        pending.response = response
+        pending.event.set()
+
+    # -- closing ---------------------------------------------------------------------------
+    def _mark_closed(self, reason: str) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.close_reason = reason
+        for pending in self._pending.values():
+            pending.event.set()
+        self._closed_event.set()
+
+    async def wait_closed(self) -> None:
+        await self._closed_event.wait()
+
+    def close(self, reason: str = "closed locally") -> None:
+        """Close from anywhere (e.g. expiry of an idle client): stops the connection's tasks."""
+        self._mark_closed(reason)
+        if self._cancel_connection is not None:
+            self._cancel_connection()
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What a handler gets besides the request: the connection it came on and the server."""
+
+    channel: Channel
+    dispatcher: "Dispatcher"
+
+    @property
+    def remote_addr(self) -> str:
+        return self.channel.remote_addr
+
+
+class Dispatcher:
+    """Handler table by request code, plus the connection loop shared by server and client."""
+
+    def __init__(self, name: str = "remoting", *, idle_seconds: float | None = DEFAULT_IDLE_SECONDS) -> None:
+        self.name = name
+        self.idle_seconds = idle_seconds
+        self._handlers: dict[int, Handler] = {}
+        self._default: Handler | None = None
+        self._close_listeners: list[CloseListener] = []
+        self.channels: set[Channel] = set()
+        self._in_flight = 0
+        self._idle_event = trio.Event()
+        self._idle_event.set()
+
+    # -- registration ----------------------------------------------------------------------
+    def register(self, code: int, handler: Handler) -> None:
+        self._handlers[int(code)] = handler
+
+    def register_many(self, table: dict[int, Handler]) -> None:
+        for code, handler in table.items():
+            self.register(code, handler)
+
+    def register_default(self, handler: Handler) -> None:
+        """Handler for codes without their own (RocketMQ's defaultRequestProcessor)."""
+        self._default = handler
+
+    def handler_for(self, code: int) -> Handler | None:
+        return self._handlers.get(code, self._default)
+
+    def add_close_listener(self, listener: CloseListener) -> None:
+        """listener(channel), sync or async, runs once when any connection closes."""
+        self._close_listeners.append(listener)
+
+    # -- request processing ----------------------------------------------------------------
+    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """Run the handler and build the response to write (None: write nothing)."""
+        handler = self.handler_for(request.code)
+        oneway = bool(request.flag & RPC_ONEWAY)
+        if handler is None:
+            log.error("%s request type %s not supported", channel.remote_addr, request.code)
+            return make_response(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                 f" request type {request.code} not supported")
+        try:
+            response = await handler(RequestContext(channel, self), request)
+        except trio.Cancelled:
+            raise
+        except WireError as exc:  # a bad header/body from the peer: RocketMQ's RemotingCommandException
+            log.warning("bad request (code %s from %s): %s", request.code, channel.remote_addr, exc)
+            if oneway:
+                return None
+            return make_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(exc))
+        except Exception as exc:  # noqa: BLE001 - a failing handler must not take the connection down
+            log.exception("process request exception (code %s from %s)", request.code, channel.remote_addr)
+            if oneway:
+                return None
+            return make_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(exc))
+        if oneway or response is None:
+            return None
+        response.opaque = request.opaque
+        response.flag |= RPC_TYPE_RESPONSE
+        response.serialize_type = request.serialize_type
+        return response
+
+    async def _run_request(self, channel: Channel, request: RemotingCommand, limiter: trio.Semaphore) -> None:
+        try:
+            response = await self.process_request(channel, request)
+            if response is not None and not channel.closed:
+                try:
+                    await channel.send(response)
+                except RemotingSendRequestError as exc:
+                    log.warning("process request over, but response failed: %s", exc)
+        finally:
+            limiter.release()
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle_event.set()
+
+    async def wait_requests_done(self) -> None:
+        await self._idle_event.wait()
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    # -- connection loop -------------------------------------------------------------------
+    async def run_channel(self, channel: Channel, *, stop_reading: trio.Event | None = None,
+                          grace_seconds: float = 10.0) -> None:
+        """Serve one connection until EOF, framing error, close() or stop_reading.
+
+        EOF / framing error / close(): in-flight requests of this connection are cancelled
+        (nobody can receive their answers). stop_reading (graceful stop): no new requests are
+        read, in-flight ones get up to grace_seconds to finish and answer.
+        """
+        self.channels.add(channel)
+        limiter = trio.Semaphore(MAX_IN_FLIGHT_PER_CONNECTION)
+        try:
+            async with trio.open_nursery() as requests:
+                channel._cancel_connection = requests.cancel_scope.cancel
+                graceful = False
+                async with trio.open_nursery() as reader:
+                    if stop_reading is not None:
+                        async def watch_stop() -> None:
+                            await stop_reading.wait()
+                            reader.cancel_scope.cancel()
+                        reader.start_soon(watch_stop)
+                    reader.start_soon(self._read_loop, channel, requests, limiter, reader.cancel_scope)
+                if stop_reading is not None and stop_reading.is_set() and not channel.closed:
+                    graceful = True
+                if graceful:
+                    requests.cancel_scope.deadline = trio.current_time() + grace_seconds
+                else:
+                    requests.cancel_scope.cancel()
+        finally:
+            channel._mark_closed(channel.close_reason or "connection finished")
+            self.channels.discard(channel)
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(channel.stream)
+                await self._fire_close_listeners(channel)
+
+    async def _read_loop(self, channel: Channel, requests: trio.Nursery, limiter: trio.Semaphore,
+                         reader_scope: trio.CancelScope) -> None:
+        decoder = FrameDecoder()
+        try:
+            while True:
+                data = await self._receive(channel)
+                if not data:
+                    channel._mark_closed("peer closed the connection")
+                    break
+                channel.last_activity = trio.current_time()
+                decoder.feed(data)
+                for cmd in decoder:
+                    if cmd.flag & RPC_TYPE_RESPONSE:
+                        channel._complete(cmd)
+                        continue
+                    await limiter.acquire()
+                    if self._in_flight == 0:
+                        self._idle_event = trio.Event()
+                    self._in_flight += 1
+                    requests.start_soon(self._run_request, channel, cmd, limiter)
+        except WireError as exc:
+            log.warning("framing error from %s, closing the connection: %s", channel.remote_addr, exc)
+            channel._mark_closed(f"framing error: {exc}")
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            channel._mark_closed(f"read failed: {exc}")
+        reader_scope.cancel()
+
+    async def _receive(self, channel: Channel) -> bytes:
+        if self.idle_seconds is None:
+            return await channel.stream.receive_some(RECEIVE_CHUNK)
+        while True:
+            with trio.move_on_at(channel.last_activity + self.idle_seconds):
+                return await channel.stream.receive_some(RECEIVE_CHUNK)
+            if trio.current_time() >= channel.last_activity + self.idle_seconds:
+                log.info("closing idle connection %s", channel.remote_addr)
+                channel._mark_closed("idle")
+                return b""
+
+    async def _fire_close_listeners(self, channel: Channel) -> None:
+        for listener in self._close_listeners:
+            try:
+                result = listener(channel)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:  # noqa: BLE001
+                log.exception("close listener failed for %s", channel)
+
+
+class RemotingServer(Dispatcher):
+    """Accepts connections on one or more ports, all sharing one handler table
+    (the broker's main port and its fast/VIP port serve the same processors).
+
+    Usage:
+        server = RemotingServer("broker")
+        server.register(RequestCode.SEND_MESSAGE_V2, handler)
+        addrs = await nursery.start(server.serve, [("0.0.0.0", 10911), ("0.0.0.0", 10909)])
+        ...
+        await server.stop()          # stop accepting, finish in-flight requests, close
+    """
+
+    def __init__(self, name: str = "remoting", *, idle_seconds: float | None = DEFAULT_IDLE_SECONDS,
+                 grace_seconds: float = 10.0) -> None:
+        super().__init__(name, idle_seconds=idle_seconds)
+        self.grace_seconds = grace_seconds
+        self.listen_addrs: list[tuple[str, int]] = []
+        self.stopping = trio.Event()
+        self._stopped = trio.Event()
+        self._listeners: list[trio.SocketListener] = []
+
+    async def open_listeners(self, endpoints: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Bind every endpoint first (so a port in use fails before anything runs)."""
+        bound: list[tuple[str, int]] = []
+        try:
+            for host, port in endpoints:
+                listeners = await trio.open_tcp_listeners(port, host=host or None)
+                self._listeners.extend(listeners)
+                sockname = listeners[0].socket.getsockname()
+                bound.append((host or sockname[0], sockname[1]))
+        except BaseException:
+            for listener in self._listeners:
+                await listener.aclose()
+            self._listeners.clear()
+            raise
+        self.listen_addrs = bound
+        return bound
+
+    async def serve(self, endpoints: Iterable[tuple[str, int]] | None = None, *,
+                    task_status: trio.TaskStatus[list[tuple[str, int]]] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run until stop(); task_status.started gets the bound (host, port) list."""
+        if endpoints is not None:
+            await self.open_listeners(endpoints)
+        if not self._listeners:
+            raise ValueError("RemotingServer.serve needs at least one endpoint")
+        try:
+            async with trio.open_nursery() as connections:
+                async with trio.open_nursery() as acceptors:
+                    for listener in self._listeners:
+                        acceptors.start_soon(self._accept_loop, listener, connections)
+                    task_status.started(self.listen_addrs)
+                    await self.stopping.wait()
+                    acceptors.cancel_scope.cancel()
+                for listener in self._listeners:
+                    await listener.aclose()
+                # connections see `stopping`, stop reading and drain their in-flight requests
+        finally:
+            self._stopped.set()
+
+    async def _accept_loop(self, listener: trio.SocketListener, connections: trio.Nursery) -> None:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:  # e.g. EMFILE: keep serving the connections we have
+                log.warning("%s accept failed: %s", self.name, exc)
+                await trio.sleep(0.1)
+                continue
+            channel = Channel.from_socket_stream(stream)
+            connections.start_soon(self._serve_channel, channel)
+
+    async def _serve_channel(self, channel: Channel) -> None:
+        try:
+            await self.run_channel(channel, stop_reading=self.stopping, grace_seconds=self.grace_seconds)
+        except Exception:  # noqa: BLE001 - one broken connection never stops the server
+            log.exception("%s connection %s failed", self.name, channel)
+
+    async def stop(self) -> None:
+        """Stop accepting, let in-flight requests finish (up to grace_seconds), close."""
+        self.stopping.set()
+        await self._stopped.wait()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    def find_channel(self, remote_addr: str) -> Channel | None:
+        for channel in self.channels:
+            if channel.remote_addr == remote_addr:
+                return channel
+        return None
+
+
+__all__ = [
+    "Channel", "CloseListener", "Dispatcher", "Handler", "RemotingConnectError", "RemotingError",
+    "RemotingSendRequestError", "RemotingServer", "RemotingTimeoutError", "RequestContext",
+    "exception_simple_desc",
+]

@@ -1,0 +1,363 @@
+"""Processes the compat tests drive: an `rmqd serve` and the real-client drivers.
+
+Imports nothing of rmqd: the broker is a black box started from its CLI, the clients are the
+drivers in drivers/ (one subprocess each, so a native crash or a hang costs one case, never the
+session).  Every wait here is bounded.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+DRIVERS = HERE / "drivers"
+NODE_MODULES = HERE / "node_modules"
+
+READY_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 20.0
+
+
+# --------------------------------------------------------------------------------------------
+# availability of the clients (a missing install is a SKIP with the reason, never a PASS)
+
+
+def cpp_client_problem() -> str | None:
+    """None if the C++ client (PyPI `rocketmq`) loads in this interpreter, else why not."""
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", "import rocketmq.client"],
+            capture_output=True, text=True, timeout=30, env=client_env(),
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"cannot run {sys.executable}: {e}"
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["?"])[-1]
+        return f"C++ client (PyPI rocketmq) does not load: {last} (pip install -r compat_tests/requirements.txt)"
+    return None
+
+
+def node_client_problem() -> str | None:
+    if shutil.which("node") is None:
+        return "node is not installed"
+    if not (NODE_MODULES / "ali-ons" / "package.json").is_file():
+        return "ali-ons is not installed (cd compat_tests && npm install)"
+    return None
+
+
+def client_version(client: str) -> str:
+    try:
+        if client == "cpp":
+            from importlib.metadata import version
+
+            return f"rocketmq {version('rocketmq')} (librocketmq C++ 1.2.x)"
+        data = json.loads((NODE_MODULES / "ali-ons" / "package.json").read_text())
+        return f"ali-ons {data['version']}"
+    except Exception:  # pragma: no cover - only for the matrix header
+        return "?"
+
+
+def client_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # librocketmq needs nothing beyond glibc/libstdc++; its bundled zlib sits next to it in the wheel.
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+# --------------------------------------------------------------------------------------------
+# ports
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_broker_port() -> int:
+    """A port p with p and p-2 free: the broker also listens on its VIP port listenPort-2."""
+    for _ in range(200):
+        p = free_port()
+        if p > 1026 and _port_free(p - 2):
+            return p
+    raise RuntimeError("no free broker port pair found")
+
+
+# --------------------------------------------------------------------------------------------
+# the server
+
+
+def rmqd_command() -> list[str]:
+    exe = Path(sys.executable).with_name("rmqd")
+    if exe.exists():
+        return [str(exe)]
+    return [sys.executable, "-m", "broker"]
+
+
+@dataclass
+class RmqdServer:
+    store: Path
+    log_path: Path
+    conf: Path | None = None
+    namesrv_port: int = 0
+    broker_port: int = 0
+    proc: subprocess.Popen | None = None
+    ready_line: str = ""
+    startup_s: float = 0.0
+    _log: Any = None
+
+    @property
+    def namesrv(self) -> str:
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    def start(self) -> "RmqdServer":
+        if not self.namesrv_port:
+            self.namesrv_port = free_port()
+        if not self.broker_port:
+            self.broker_port = free_broker_port()
+        cmd = rmqd_command() + [
+            "serve", "--store", str(self.store), "--namesrv-port", str(self.namesrv_port),
+            "--broker-port", str(self.broker_port), "--host", "127.0.0.1",
+        ]
+        if self.conf is not None:
+            cmd += ["-c", str(self.conf)]
+        self._log = open(self.log_path, "a", encoding="utf-8", errors="replace")
+        self._log.write(f"$ {' '.join(cmd)}\n")
+        self._log.flush()
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(self.store.parent),
+            errors="replace",
+        )
+        ready = threading.Event()
+
+        def pump() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self._log.write(line)
+                self._log.flush()
+                if not ready.is_set() and line.startswith("rmqd ready"):
+                    self.ready_line = line.strip()
+                    self.startup_s = time.monotonic() - t0
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(READY_TIMEOUT_S) or not self.ready_line:
+            code = self.proc.poll()
+            self.kill()
+            raise RuntimeError(
+                f"rmqd did not print 'rmqd ready' within {READY_TIMEOUT_S}s (exit code {code}); "
+                f"log: {self.log_path}\n{tail(self.log_path)}"
+            )
+        return self
+
+    def stop(self) -> int:
+        """SIGTERM and wait; returns the exit code (the caller asserts it is 0)."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise RuntimeError(f"rmqd did not exit within {STOP_TIMEOUT_S}s of SIGTERM; log: {self.log_path}")
+        code = self.proc.returncode
+        self.proc = None
+        return code
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.proc = None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# --------------------------------------------------------------------------------------------
+# client drivers
+
+
+def driver_command(client: str, case_file: Path) -> list[str]:
+    if client == "cpp":
+        return [sys.executable, str(DRIVERS / "cpp_client.py"), str(case_file)]
+    if client == "ons":
+        return ["node", str(DRIVERS / "ons_client.js"), str(case_file)]
+    raise ValueError(client)
+
+
+@dataclass
+class DriverProc:
+    """One running driver: collects its JSON-line events as they arrive."""
+
+    client: str
+    case: dict[str, Any]
+    workdir: Path
+    name: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+    proc: subprocess.Popen | None = None
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+    _closed: bool = False
+
+    def start(self) -> "DriverProc":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        case = dict(self.case)
+        case.setdefault("log_dir", str(self.workdir / f"{self.name}-clientlog"))
+        case_file = self.workdir / f"{self.name}.case.json"
+        case_file.write_text(json.dumps(case, indent=1))
+        self.stderr_path = self.workdir / f"{self.name}.stderr"
+        env = client_env()
+        env["HOME"] = str(self.workdir)  # client-side files (offsets, logs) stay in the test's tmp dir
+        self.proc = subprocess.Popen(
+            driver_command(self.client, case_file), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=open(self.stderr_path, "w"), text=True, cwd=str(self.workdir), env=env,
+        )
+        threading.Thread(target=self._pump, daemon=True).start()
+        return self
+
+    def _pump(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                ev = json.loads(line)
+            except json.JSONDecodeError:
+                ev = {"event": "noise", "line": line}
+            with self._cond:
+                self.events.append(ev)
+                self._cond.notify_all()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # -- waiting
+
+    def wait_for(self, pred: Callable[[list[dict[str, Any]]], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not pred(self.events):
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closed:
+                    return pred(self.events)
+                self._cond.wait(min(left, 0.5))
+            return True
+
+    def wait_event(self, name: str, timeout: float) -> dict[str, Any] | None:
+        self.wait_for(lambda evs: any(e["event"] == name for e in evs), timeout)
+        return self.first(name)
+
+    def first(self, name: str) -> dict[str, Any] | None:
+        with self._cond:
+            return next((e for e in self.events if e["event"] == name), None)
+
+    def of(self, name: str) -> list[dict[str, Any]]:
+        with self._cond:
+            return [e for e in self.events if e["event"] == name]
+
+    def messages(self) -> list[dict[str, Any]]:
+        return self.of("message")
+
+    def wait_messages(self, n: int, timeout: float, where: Callable[[dict], bool] = lambda m: True) -> list[dict]:
+        self.wait_for(lambda evs: sum(1 for e in evs if e["event"] == "message" and where(e)) >= n, timeout)
+        return [m for m in self.messages() if where(m)]
+
+    # -- ending
+
+    def finish(self, timeout: float) -> int:
+        """Wait for the driver to end by itself (producers, pull consumers)."""
+        assert self.proc is not None
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return -9
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """Ask a push consumer to stop (commits offsets, unregisters) and wait for it."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("stop\n")
+                self.proc.stdin.flush()
+            except OSError:
+                pass
+        return self.finish(timeout)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def diagnostics(self) -> str:
+        errs = [e for e in self.events if e["event"] in ("send_error", "driver_error", "pull_error", "timeout")]
+        return (
+            f"[{self.client} {self.name}] rc={self.proc.returncode if self.proc else None} "
+            f"events={len(self.events)} errors={errs[:5]}\n--- stderr tail ---\n{tail(self.stderr_path, 25)}"
+        )
+
+
+def run_driver(client: str, case: dict[str, Any], workdir: Path, name: str, timeout: float) -> DriverProc:
+    """Run a driver to its end (bounded) and return it with all its events."""
+    case = dict(case)
+    case.setdefault("deadline_s", timeout)
+    d = DriverProc(client, case, workdir, name).start()
+    d.finish(timeout + 10)
+    d.wait_for(lambda evs: False, 0.2)  # let the pump read the last lines
+    return d
+
+
+# --------------------------------------------------------------------------------------------
+# messages
+
+
+def msg_spec(body: bytes, tags: str | None = None, keys: str | None = None,
+             props: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"body_b64": base64.b64encode(body).decode("ascii")}
+    if tags:
+        spec["tags"] = tags
+    if keys:
+        spec["keys"] = keys
+    if props:
+        spec["props"] = props
+    return spec
+
+
+def body_of(m: dict[str, Any]) -> bytes:
+    return base64.b64decode(m["body_b64"])

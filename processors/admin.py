@@ -1,0 +1,331 @@
+"""Admin codes mqadmin and the dashboards use (RocketMQ 4.9.8 AdminBrokerProcessor subset).
+
+Config writes over the network (UPDATE_BROKER_CONFIG) are refused unless the operator
+turned them on: unauthenticated config updates are how CVE-2023-33246 / CVE-2023-37582
+executed commands on RocketMQ brokers, and nothing a client needs depends on them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+from typing import Any
+
+from processors.common import (
+    is_system_topic, java_hashmap_order, system_topic_remark, validate_topic, SYSTEM_TOPIC_SET,
+)
+from wire import fastjson
+from wire.codes import CURRENT_VERSION, RequestCode, ResponseCode, version_desc
+from wire.frame import RemotingCommand, make_response
+
+log = logging.getLogger("rmqd.admin")
+
+#: AdminBrokerProcessor.validateSlave.
+SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
+#: AdminBrokerProcessor.configBlackList defaults (plus configBlackList itself).
+CONFIG_BLACK_LIST = frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"})
+
+
+def _ok(request: RemotingCommand, body: bytes | None = None, ext: dict[str, str] | None = None) -> RemotingCommand:
+    return make_response(request, ResponseCode.SUCCESS, None,
+                         ext_fields=None if ext is None else java_hashmap_order(ext), body=body)
+
+
+def human_readable_bytes(n: int) -> str:
+    """MixAll.humanReadableByteCount(bytes, si=false)."""
+    unit = 1024
+    if n < unit:
+        return f"{n} B"
+    exp = int(math.log(n) / math.log(unit))
+    return f"{n / unit ** exp:.1f} {'KMGTPE'[exp - 1]}iB"
+
+
+class AdminBrokerProcessor:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+
+    # -- topics ----------------------------------------------------------------------------------
+    def _check_topic_change(self, request: RemotingCommand, topic: str | None) -> RemotingCommand | None:
+        """validateSlave + TopicValidator.validateTopic + isSystemTopic: the refusal, or None."""
+        if self.broker.message_store_config.brokerRole == "SLAVE":
+            return make_response(request, ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
+        remark = validate_topic(topic)
+        if remark is None and is_system_topic(topic or ""):
+            remark = system_topic_remark(topic or "")
+        return None if remark is None else make_response(request, ResponseCode.SYSTEM_ERROR, remark)
+
+    async def update_and_create_topic(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        from wire.headers import CreateTopicRequestHeader
+
+        h = CreateTopicRequestHeader.from_ext(request.ext_fields)
+        refused = self._check_topic_change(request, h.topic)
+        if refused is not None:
+            return refused
+        log.info("updateAndCreateTopic %s called by %s", h.topic, ctx.channel.remote_addr)
+        self.broker.update_topic_config(
+            topic=h.topic, read_queue_nums=int(h.readQueueNums), write_queue_nums=int(h.writeQueueNums),
+            perm=int(h.perm), topic_filter_type=getattr(h, "topicFilterType", None) or "SINGLE_TAG",
+            topic_sys_flag=int(getattr(h, "topicSysFlag", None) or 0),
+            order=bool(getattr(h, "order", False)))
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def delete_topic(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        from wire.headers import DeleteTopicRequestHeader
+
+        h = DeleteTopicRequestHeader.from_ext(request.ext_fields)
+        refused = self._check_topic_change(request, h.topic)
+        if refused is not None:
+            return refused
+        log.info("deleteTopic %s called by %s", h.topic, ctx.channel.remote_addr)
+        await self.broker.delete_topic(h.topic)
+        return _ok(request)
+
+    async def get_all_topic_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        content = self.broker.topic_config_manager.encode()
+        if not content:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, "No topic in this broker", ext_fields={})
+        return make_response(request, ResponseCode.SUCCESS, None, ext_fields={}, body=content.encode("utf-8"))
+
+    async def get_system_topic_list_from_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        from wire.bodies import TopicList
+
+        return _ok(request, TopicList(topicList=sorted(SYSTEM_TOPIC_SET)).encode())
+
+    async def get_topic_stats_info(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        from wire.bodies import MessageQueue, TopicOffset, TopicStatsTable
+        from wire.headers import GetTopicStatsInfoRequestHeader
+
+        b = self.broker
+        h = GetTopicStatsInfoRequestHeader.from_ext(request.ext_fields)
+        tc = b.topic_config_manager.select_topic_config(h.topic)
+        if tc is None:
+            return make_response(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+        table = TopicStatsTable()
+        for i in range(tc.writeQueueNums):
+            mq = MessageQueue(topic=h.topic, brokerName=b.broker_config.brokerName, queueId=i)
+            lo = max(b.store.get_min_offset_in_queue(h.topic, i), 0)
+            hi = max(b.store.get_max_offset_in_queue(h.topic, i), 0)
+            ts = b.store.get_message_store_timestamp(h.topic, i, hi - 1) if hi > 0 else 0
+            table.offsetTable[mq] = TopicOffset(minOffset=lo, maxOffset=hi, lastUpdateTimestamp=ts)
+        return _ok(request, table.encode())
+
+    # -- consumers / producers -------------------------------------------------------------------
+    async def get_consume_stats(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        from wire.bodies import ConsumeStats, MessageQueue, OffsetWrapper
+        from wire.headers import GetConsumeStatsRequestHeader
+
+        b = self.broker
+        h = GetConsumeStatsRequestHeader.from_ext(request.ext_fields)
+        group = h.consumerGroup
+        if not (getattr(h, "topic", None) or "").strip():
+            topics = b.consumer_offset_manager.which_topic_by_consumer(group)
+        else:
+            topics = {h.topic}
+        stats = ConsumeStats()
+        for topic in topics:
+            tc = b.topic_config_manager.select_topic_config(topic)
+            if tc is None:
+                continue
+            if (b.consumer_manager.find_subscription_data(group, topic) is None
+                    and b.consumer_manager.find_subscription_data_count(group) > 0):
+                continue
+            for i in range(tc.readQueueNums):
+                mq = MessageQueue(topic=topic, brokerName=b.broker_config.brokerName, queueId=i)
+                broker_offset = max(b.store.get_max_offset_in_queue(topic, i), 0)
+                consumer_offset = max(b.consumer_offset_manager.query_offset(group, topic, i), 0)
+                wrapper = OffsetWrapper(brokerOffset=broker_offset, consumerOffset=consumer_offset)
+                if consumer_offset - 1 >= 0:
+                    last = b.store.get_message_store_timestamp(topic, i, consumer_offset - 1)
+                    if last > 0:
+                        wrapper.lastTimestamp = last
+                stats.offsetTable[mq] = wrapper
+            stats.consumeTps += b.stats.group_get_tps(group, topic)
+        return _ok(request, stats.encode())
+
+    async def get_consumer_connection_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        from wire.bodies import Connection, ConsumerConnection, LanguageName
+        from wire.headers import GetConsumerConnectionListRequestHeader
+
+        b = self.broker
+        h = GetConsumerConnectionListRequestHeader.from_ext(request.ext_fields)
+        info = b.consumer_manager.get_consumer_group_info(h.consumerGroup)
+        if info is None:
+            return make_response(request, ResponseCode.CONSUMER_NOT_ONLINE,
+                                 f"the consumer group[{h.consumerGroup}] not online")
+        body = ConsumerConnection(consumeType=info.consume_type, messageModel=info.message_model,
+                                  consumeFromWhere=info.consume_from_where,
+                                  subscriptionTable=dict(info.subscription_table))
+        for client in info.channel_info_table.values():
+            body.connectionSet.append(Connection(clientId=client.client_id,
+                                                 clientAddr=client.channel.remote_addr,
+                                                 language=_language(client.language, LanguageName),
+                                                 version=client.version))
+        return _ok(request, body.encode())
+
+    async def get_producer_connection_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        from wire.bodies import Connection, LanguageName
+        from wire.headers import GetProducerConnectionListRequestHeader
+
+        b = self.broker
+        h = GetProducerConnectionListRequestHeader.from_ext(request.ext_fields)
+        table = b.producer_manager.group_channel_table.get(h.producerGroup)
+        if table is None:
+            return make_response(request, ResponseCode.SYSTEM_ERROR,
+                                 f"the producer group[{h.producerGroup}] not exist")
+        conns = [Connection(clientId=c.client_id, clientAddr=c.channel.remote_addr,
+                            language=_language(c.language, LanguageName), version=c.version).to_json_obj()
+                 for c in table.values()]
+        return _ok(request, fastjson.dumps({"connectionSet": conns}).encode("utf-8"))
+
+    async def query_topic_consume_by_who(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        from wire.headers import QueryTopicConsumeByWhoRequestHeader
+
+        b = self.broker
+        h = QueryTopicConsumeByWhoRequestHeader.from_ext(request.ext_fields)
+        groups = set(b.consumer_manager.query_topic_consume_by_who(h.topic))
+        groups |= set(b.consumer_offset_manager.which_group_by_topic(h.topic))
+        return _ok(request, fastjson.dumps({"groupList": sorted(groups)}).encode("utf-8"))
+
+    # -- subscription groups -------------------------------------------------------------------------
+    async def get_all_subscription_group(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        content = self.broker.subscription_group_manager.encode()
+        if not content:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, "No subscription group in this broker")
+        return _ok(request, content.encode("utf-8"))
+
+    async def update_and_create_subscription_group(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        if b.message_store_config.brokerRole == "SLAVE":
+            return make_response(request, ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
+        b.update_subscription_group_from_body(bytes(request.body or b""))
+        return _ok(request)
+
+    async def delete_subscription_group(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        from wire.headers import DeleteSubscriptionGroupRequestHeader
+
+        b = self.broker
+        if b.message_store_config.brokerRole == "SLAVE":
+            return make_response(request, ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
+        h = DeleteSubscriptionGroupRequestHeader.from_ext(request.ext_fields)
+        b.subscription_group_manager.delete_subscription_group_config(h.groupName)
+        if getattr(h, "removeOffset", False):
+            b.consumer_offset_manager.remove_offset(h.groupName)
+        return _ok(request)
+
+    async def get_all_consumer_offset(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        content = self.broker.consumer_offset_manager.encode()
+        if not content:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, "No consumer offset in this broker")
+        return _ok(request, content.encode("utf-8"))
+
+    # -- broker ---------------------------------------------------------------------------------
+    async def update_broker_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        log.warning("updateBrokerConfig called by %s", ctx.channel.remote_addr)
+        if not b.allow_config_update:
+            return make_response(request, ResponseCode.NO_PERMISSION,
+                                 "UPDATE_BROKER_CONFIG is disabled on this broker (unauthenticated config writes "
+                                 "are refused; see CVE-2023-33246)")
+        body = bytes(request.body or b"").decode("utf-8", "replace")
+        props = string_to_properties(body)
+        if any(k in CONFIG_BLACK_LIST for k in props):
+            return make_response(request, ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+        unknown = b.update_config(props)
+        if unknown:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, f"unknown config keys: {', '.join(unknown)}")
+        return _ok(request)
+
+    async def get_broker_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        content = "".join(f"{k}={v}\n" for k, v in b.all_configs().items())
+        version = fastjson.dumps(b.config_data_version())
+        return _ok(request, content.encode("utf-8"), {"version": version})
+
+    async def get_broker_runtime_info(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        from wire.bodies import KVTable
+
+        return _ok(request, KVTable(table=self.runtime_info()).encode())
+
+    def runtime_info(self) -> dict[str, str]:
+        b = self.broker
+        bc = b.broker_config
+        s = b.stats
+        info: dict[str, str] = {}
+        info.update(b.store_runtime_info())
+        info["brokerVersionDesc"] = version_desc(CURRENT_VERSION)
+        info["brokerVersion"] = str(CURRENT_VERSION)
+        info["msgPutTotalYesterdayMorning"] = str(s.put_yesterday_morning)
+        info["msgPutTotalTodayMorning"] = str(s.put_today_morning)
+        info["msgPutTotalTodayNow"] = str(s.put_total)
+        info["msgGetTotalYesterdayMorning"] = str(s.get_yesterday_morning)
+        info["msgGetTotalTodayMorning"] = str(s.get_today_morning)
+        info["msgGetTotalTodayNow"] = str(s.get_total)
+        for pool, cap in (("send", "sendThreadPoolQueueCapacity"), ("pull", "pullThreadPoolQueueCapacity"),
+                          ("query", "queryThreadPoolQueueCapacity")):
+            info[f"{pool}ThreadPoolQueueSize"] = "0"
+            info[cap] = str(getattr(bc, cap, 0))
+            info[f"{pool}ThreadPoolQueueHeadWaitTimeMills"] = "0"
+        info["EndTransactionQueueSize"] = "0"
+        info["EndTransactionThreadPoolQueueCapacity"] = str(getattr(bc, "endTransactionPoolQueueCapacity", 100000))
+        info["dispatchBehindBytes"] = str(b.dispatch_behind_bytes())
+        info["pageCacheLockTimeMills"] = "0"
+        info["earliestMessageTimeStamp"] = str(b.earliest_message_time())
+        info["startAcceptSendRequestTimeStamp"] = str(getattr(bc, "startAcceptSendRequestTimeStamp", 0))
+        info["remainTransientStoreBufferNumbs"] = str(2**31 - 1)
+        info["remainHowManyDataToFlush"] = human_readable_bytes(b.remain_to_flush())
+        root = b.message_store_config.storePathRootDir
+        try:
+            usage = shutil.disk_usage(root)
+            info["commitLogDirCapacity"] = (f"Total : {human_readable_bytes(usage.total)}, "
+                                            f"Free : {human_readable_bytes(usage.free)}.")
+        except OSError:
+            pass
+        return info
+
+    def handlers(self) -> dict[int, Any]:
+        return {
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.get_system_topic_list_from_broker,
+            RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
+            RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_group,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
+            RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
+            RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
+        }
+
+
+def _language(code: int, enum_cls: Any) -> Any:
+    try:
+        return enum_cls(int(code))
+    except ValueError:
+        return enum_cls.OTHER
+
+
+def string_to_properties(text: str) -> dict[str, str]:
+    """MixAll.string2Properties (java.util.Properties.load, the simple cases)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in line:
+                k, v = line.split(sep, 1)
+                out[k.strip()] = v.strip()
+                break
+        else:
+            out[line] = ""
+    return out
+
+
+__all__ = ["AdminBrokerProcessor", "CONFIG_BLACK_LIST", "human_readable_bytes", "string_to_properties"]

@@ -1,0 +1,148 @@
+"""Small facts shared by the broker processors: Java HashMap iteration order, FAQ remarks,
+permission bits, retry/DLQ topic names, topic validation.
+
+Why HashMap order: a 4.9.8 broker writes response extFields and re-encodes message
+properties by iterating a java.util.HashMap, so the order on the wire and in the commit log
+is the keys' hash-bucket order, not insertion order (the frame capture shows
+`queueId, TRACE_ON, MSG_REGION, msgId, queueOffset`, and a stored message's properties
+`color, KEYS, UNIQ_KEY, CLUSTER, TAGS`). Reproducing it keeps our bytes identical to RocketMQ's.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Iterable, Mapping, TypeVar
+
+from wire.message import java_string_hash
+
+V = TypeVar("V")
+
+# PermName
+PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 0x8, 0x4, 0x2, 0x1
+
+MASTER_ID = 0
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+FAQ_URL = "http://rocketmq.apache.org/docs/faq/"  # every FAQUrl constant in 4.9.8
+
+_HASHMAP_DEFAULT_CAPACITY = 16
+
+
+def hashmap_capacity(max_size: int) -> int:
+    """Table size of a default-constructed HashMap that has held max_size entries (never shrinks)."""
+    cap = _HASHMAP_DEFAULT_CAPACITY
+    while max_size > cap * 0.75:
+        cap *= 2
+    return cap
+
+
+@functools.lru_cache(maxsize=4096)
+def _spread_hash(key: str) -> int:
+    """HashMap.hash(key): the String hash with its high half folded in (keys repeat: cached)."""
+    h = java_string_hash(key) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def java_hashmap_order(mapping: Mapping[str, V], max_size: int | None = None) -> dict[str, V]:
+    """The mapping re-ordered as a java.util.HashMap<String, V> filled in this order iterates.
+
+    max_size: the most entries the Java map ever held (a removed key still grew the table).
+    Buckets with 8+ colliding keys (treeified in Java) are not modelled; String keys of
+    RocketMQ headers and properties never get there.
+    """
+    cap = hashmap_capacity(max(len(mapping), max_size or 0))
+    mask = cap - 1
+
+    def bucket(item: tuple[int, str]) -> tuple[int, int]:
+        index, key = item
+        return (_spread_hash(key) & mask, index)
+
+    keys = sorted(enumerate(mapping), key=bucket)
+    return {k: mapping[k] for _, k in keys}
+
+
+def suggest_todo(url: str = FAQ_URL) -> str:
+    """FAQUrl.suggestTodo."""
+    return f"\nSee {url} for further details."
+
+
+def perm_readable(perm: int) -> bool:
+    return bool(int(perm) & PERM_READ)
+
+
+def perm_writeable(perm: int) -> bool:
+    return bool(int(perm) & PERM_WRITE)
+
+
+def perm_to_string(perm: int) -> str:
+    """PermName.perm2String: R, W, X flags or '-'."""
+    return (("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-")
+            + ("X" if perm & PERM_INHERIT else "-"))
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def build_topic_sys_flag(unit: bool, has_unit_sub: bool) -> int:
+    """TopicSysFlag.buildSysFlag: bit0 unit, bit1 unit subscription."""
+    return (1 if unit else 0) | (2 if has_unit_sub else 0)
+
+
+# TopicValidator (4.9.8)
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+RMQ_SYS_BENCHMARK_TOPIC = "BenchmarkTest"
+RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+RMQ_SYS_TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+RMQ_SYS_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+RMQ_SYS_SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+RMQ_SYS_OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+SYSTEM_TOPIC_SET = frozenset({
+    AUTO_CREATE_TOPIC_KEY_TOPIC, RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_BENCHMARK_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRACE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+    RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT,
+})
+NOT_ALLOWED_SEND_TOPIC_SET = frozenset({
+    RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT,
+})
+_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_MAX_LENGTH = 127
+
+
+def validate_topic(topic: str | None) -> str | None:
+    """TopicValidator.validateTopic(topic, response): None if valid, else the remark
+    (the response code is SYSTEM_ERROR)."""
+    if topic is None or topic.strip() == "":
+        return "The specified topic is blank."
+    if not _VALID_TOPIC.match(topic):
+        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return "The specified topic is longer than topic max length."
+    return None
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in SYSTEM_TOPIC_SET or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def system_topic_remark(topic: str) -> str:
+    return f"The topic[{topic}] is conflict with system topic."
+
+
+def not_allowed_send_remark(topic: str) -> str:
+    return f"Sending message to topic[{topic}] is forbidden."
+
+
+def first(values: Iterable[V]) -> V | None:
+    for v in values:
+        return v
+    return None

@@ -1,0 +1,282 @@
+"""Name-server request processing (RocketMQ 4.9.8 DefaultRequestProcessor).
+
+`NamesrvProcessor(config).handlers()` is the dispatch table the name-server role registers
+on its RemotingServer. Answers (codes, remarks, headers, body shapes) follow 4.9.8; the
+one deliberate difference is UPDATE_NAMESRV_CONFIG, refused unless `enableUpdateConfig`
+is set, because unauthenticated config writes are how CVE-2023-33246/37582 worked.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from processors.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
+from processors.route_info import RouteInfoManager
+from wire.bodies import (DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper, as_bool, as_int,
+                         format_properties, parse_properties)
+from wire.codes import RequestCode, ResponseCode
+from wire.errors import HeaderFieldError
+from wire.frame import RemotingCommand, make_response
+
+log = logging.getLogger("rmqd.namesrv")
+
+FAQ_SUFFIX = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."  # FAQUrl.suggestTodo(APPLY_TOPIC_URL)
+V3_0_11 = 54  # MQVersion.Version.V3_0_11.ordinal(): older brokers send a bare TopicConfigSerializeWrapper
+
+
+@dataclass(slots=True)
+class NamesrvConfig:
+    """RocketMQ NamesrvConfig keys (+ rmqd's enableUpdateConfig, off by default)."""
+    rocketmqHome: str = ""
+    kvConfigPath: str = str(Path.home() / "namesrv" / "kvConfig.json")
+    configStorePath: str = str(Path.home() / "namesrv" / "namesrv.properties")
+    productEnvName: str = "center"
+    clusterTest: bool = False
+    orderMessageEnable: bool = False
+    configBlackList: str = "configBlackList;configStorePath;kvConfigPath"
+    enableUpdateConfig: bool = False
+    listenPort: int = 9876
+    serverChannelMaxIdleTimeSeconds: int = 120
+
+    def to_properties(self) -> str:
+        """Configuration.getAllConfigsFormatString: key=value lines."""
+        return format_properties({f.name: getattr(self, f.name) for f in fields(self)})
+
+    def update(self, props: dict[str, str]) -> list[str]:
+        """Apply known keys; returns the unknown ones (ignored, as RocketMQ does)."""
+        unknown = []
+        known = {f.name: f for f in fields(self)}
+        for key, value in props.items():
+            f = known.get(key)
+            if f is None:
+                unknown.append(key)
+                continue
+            current = getattr(self, key)
+            if isinstance(current, bool):
+                setattr(self, key, as_bool(value))
+            elif isinstance(current, int):
+                setattr(self, key, as_int(value))
+            else:
+                setattr(self, key, value)
+        return unknown
+
+
+def _header(request: RemotingCommand, name: str, *, required: bool = True) -> str | None:
+    """A custom-header field; a missing required one fails like RocketMQ's @CFNotNull check."""
+    value = request.ext(name)
+    if value is None and required:
+        raise HeaderFieldError(name, f"the custom field <{name}> is null")
+    return value
+
+
+def _long(request: RemotingCommand, name: str, *, required: bool = True, default: int = 0) -> int:
+    value = _header(request, name, required=required)
+    if value is None:
+        return default
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise HeaderFieldError(name, f"{value!r} is not a number") from None
+
+
+def _ok(request: RemotingCommand, body: bytes | None = None, ext: dict[str, str] | None = None) -> RemotingCommand:
+    return make_response(request, ResponseCode.SUCCESS, None, ext, body)
+
+
+Handler = Callable[[Any, RemotingCommand], Awaitable[RemotingCommand | None]]
+
+
+@dataclass
+class NamesrvProcessor:
+    config: NamesrvConfig = field(default_factory=NamesrvConfig)
+    routes: RouteInfoManager = field(default_factory=RouteInfoManager)
+    kv: KVConfigManager | None = None
+
+    def __post_init__(self) -> None:
+        if self.kv is None:
+            self.kv = KVConfigManager(self.config.kvConfigPath or None)
+
+    def handlers(self) -> dict[int, Handler]:
+        c = RequestCode
+        return {
+            c.PUT_KV_CONFIG: self.put_kv_config,
+            c.GET_KV_CONFIG: self.get_kv_config,
+            c.DELETE_KV_CONFIG: self.delete_kv_config,
+            c.QUERY_DATA_VERSION: self.query_data_version,
+            c.REGISTER_BROKER: self.register_broker,
+            c.UNREGISTER_BROKER: self.unregister_broker,
+            c.GET_ROUTEINFO_BY_TOPIC: self.get_route_info_by_topic,
+            c.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
+            c.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm_of_broker,
+            c.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm_of_broker,
+            c.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list,
+            c.DELETE_TOPIC_IN_NAMESRV: self.delete_topic_in_namesrv,
+            c.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
+            c.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
+            c.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topic_list,
+            c.GET_UNIT_TOPIC_LIST: self.get_unit_topic_list,
+            c.GET_HAS_UNIT_SUB_TOPIC_LIST: self.get_has_unit_sub_topic_list,
+            c.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.get_has_unit_sub_ununit_topic_list,
+            c.UPDATE_NAMESRV_CONFIG: self.update_config,
+            c.GET_NAMESRV_CONFIG: self.get_config,
+        }
+
+    def on_channel_close(self, channel: Any) -> None:
+        """Close listener: a broker whose connection dropped is removed at once (BrokerHousekeepingService)."""
+        self.routes.on_channel_destroy(channel.remote_addr, channel)
+
+    # -- KV config ---------------------------------------------------------------------------
+    async def put_kv_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        namespace, key = _header(request, "namespace"), _header(request, "key")
+        value = _header(request, "value")
+        self.kv.put(namespace, key, value)
+        return _ok(request)
+
+    async def get_kv_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        namespace, key = _header(request, "namespace"), _header(request, "key")
+        value = self.kv.get(namespace, key)
+        if value is not None:
+            return _ok(request, ext={"value": value})
+        return make_response(request, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace} Key: {key}",
+                             ext_fields={})
+
+    async def delete_kv_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        self.kv.delete(_header(request, "namespace"), _header(request, "key"))
+        return _ok(request)
+
+    async def get_kv_list_by_namespace(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        namespace = _header(request, "namespace")
+        body = self.kv.kv_list(namespace)
+        if body is not None:
+            return _ok(request, body)
+        return make_response(request, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
+
+    # -- brokers -----------------------------------------------------------------------------
+    async def register_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        broker_name = _header(request, "brokerName")
+        broker_addr = _header(request, "brokerAddr")
+        cluster_name = _header(request, "clusterName")
+        ha_server_addr = _header(request, "haServerAddr")
+        broker_id = _long(request, "brokerId")
+        compressed = as_bool(_header(request, "compressed", required=False))
+        body_crc = _long(request, "bodyCrc32", required=False)
+        body = bytes(request.body) if request.body is not None else None
+        if body_crc != 0:
+            crc = zlib.crc32(body or b"") & 0x7FFFFFFF  # UtilAll.crc32
+            if crc != body_crc:
+                log.warning("receive registerBroker request,crc32 not match,from %s", ctx.remote_addr)
+                return make_response(request, ResponseCode.SYSTEM_ERROR, "crc32 not match", ext_fields={})
+
+        filter_servers: list[str] | None
+        if request.version >= V3_0_11:
+            if body:
+                reg = RegisterBrokerBody.decode_register(body, compressed)
+            else:
+                reg = RegisterBrokerBody()
+                reg.topicConfigSerializeWrapper.dataVersion = DataVersion(timestamp=0, counter=0)
+            wrapper, filter_servers = reg.topicConfigSerializeWrapper, reg.filterServerList
+        else:
+            wrapper = TopicConfigSerializeWrapper.decode(body) if body else TopicConfigSerializeWrapper()
+            filter_servers = None
+        result = self.routes.register_broker(cluster_name, broker_addr, broker_name, broker_id, ha_server_addr,
+                                             wrapper, filter_servers, ctx.channel if ctx is not None else None)
+        ext: dict[str, str] = {}
+        if result.haServerAddr is not None:
+            ext["haServerAddr"] = result.haServerAddr
+        if result.masterAddr is not None:
+            ext["masterAddr"] = result.masterAddr
+        return _ok(request, self.kv.kv_list(NAMESPACE_ORDER_TOPIC_CONFIG), ext)
+
+    async def unregister_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        broker_name = _header(request, "brokerName")
+        broker_addr = _header(request, "brokerAddr")
+        cluster_name = _header(request, "clusterName")
+        broker_id = _long(request, "brokerId")
+        self.routes.unregister_broker(cluster_name, broker_addr, broker_name, broker_id)
+        return _ok(request)
+
+    async def query_data_version(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        for name in ("brokerName", "clusterName"):
+            _header(request, name)
+        _long(request, "brokerId")
+        broker_addr = _header(request, "brokerAddr")
+        data_version = DataVersion.decode(request.body)
+        changed = self.routes.is_broker_topic_config_changed(broker_addr, data_version)
+        if not changed:
+            self.routes.update_broker_info_update_timestamp(broker_addr, self.routes.now_ms())
+        ns_version = self.routes.query_broker_topic_config(broker_addr)
+        body = ns_version.encode() if ns_version is not None else None
+        return _ok(request, body, {"changed": "true" if changed else "false"})
+
+    async def wipe_write_perm_of_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        count = self.routes.operate_write_perm_of_broker(_header(request, "brokerName"), wipe=True)
+        return _ok(request, ext={"wipeTopicCount": str(count)})
+
+    async def add_write_perm_of_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        count = self.routes.operate_write_perm_of_broker(_header(request, "brokerName"), wipe=False)
+        return _ok(request, ext={"addTopicCount": str(count)})
+
+    # -- routes and topic lists ----------------------------------------------------------------
+    async def get_route_info_by_topic(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        topic = _header(request, "topic")
+        route = self.routes.pickup_topic_route_data(topic)
+        if route is None:
+            return make_response(request, ResponseCode.TOPIC_NOT_EXIST,
+                                 f"No topic route info in name server for the topic: {topic}{FAQ_SUFFIX}")
+        if self.config.orderMessageEnable:
+            route.orderTopicConf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
+        standard_only = as_bool(_header(request, "acceptStandardJsonOnly", required=False))
+        return _ok(request, route.encode_for_version(request.version, standard_only))
+
+    async def get_broker_cluster_info(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        return _ok(request, self.routes.get_all_cluster_info().encode())
+
+    async def get_all_topic_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        return _ok(request, self.routes.get_all_topic_list().encode())
+
+    async def delete_topic_in_namesrv(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        self.routes.delete_topic(_header(request, "topic"), _header(request, "clusterName", required=False))
+        return _ok(request)
+
+    async def get_topics_by_cluster(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        return _ok(request, self.routes.get_topics_by_cluster(_header(request, "cluster")).encode())
+
+    async def get_system_topic_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        return _ok(request, self.routes.get_system_topic_list().encode())
+
+    async def get_unit_topic_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        return _ok(request, self.routes.get_unit_topics().encode())
+
+    async def get_has_unit_sub_topic_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        return _ok(request, self.routes.get_has_unit_sub_topic_list().encode())
+
+    async def get_has_unit_sub_ununit_topic_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        return _ok(request, self.routes.get_has_unit_sub_ununit_topic_list().encode())
+
+    # -- config ------------------------------------------------------------------------------
+    async def update_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        if not self.config.enableUpdateConfig:
+            log.warning("refused UPDATE_NAMESRV_CONFIG from %s (enableUpdateConfig=false)",
+                        ctx.remote_addr if ctx is not None else "?")
+            return make_response(request, ResponseCode.NO_PERMISSION,
+                                 "Updating the name server config remotely is disabled "
+                                 "(set enableUpdateConfig=true to allow it)")
+        if request.body:
+            try:
+                text = bytes(request.body).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return make_response(request, ResponseCode.SYSTEM_ERROR, f"UnsupportedEncodingException {exc}")
+            props = parse_properties(text)
+            black = {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "enableUpdateConfig"}
+            black.update(x for x in self.config.configBlackList.split(";") if x)
+            if black & props.keys():
+                return make_response(request, ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+            self.config.update(props)
+        return _ok(request)
+
+    async def get_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        return _ok(request, self.config.to_properties().encode("utf-8"))

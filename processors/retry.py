@@ -1,0 +1,121 @@
+"""CONSUMER_SEND_MSG_BACK (36): a message the consumer failed goes back for a retry, or to the
+dead-letter queue, as 4.9.8's ``SendMessageProcessor.asyncConsumerSendMsgBack`` does.
+
+The message is looked up by its commit-log offset and re-put with
+* topic ``%RETRY%<group>`` (created on demand with retryQueueNums queues, perm RW) and the
+  ``DELAY`` level from the request, or ``3 + reconsumeTimes`` when the request says 0 — the
+  commit log then parks it in SCHEDULE_TOPIC_XXXX and the schedule service delivers it;
+* ``reconsumeTimes + 1``, ``RETRY_TOPIC`` = the original topic (kept from earlier retries),
+  ``ORIGIN_MESSAGE_ID`` = the first offsetMsgId, ``WAIT=false``; born/store host and time,
+  flag, sysFlag and body unchanged;
+* or, once reconsumeTimes reaches maxReconsumeTimes (the request's, for clients >= V3_4_9,
+  else the group's retryMaxTimes; a negative delay level forces it), topic ``%DLQ%<group>``
+  queue 0 with ``DELAY=0``. 4.9.8 creates the DLQ topic with perm 6 (read+write, see the fixture
+  store's topics.json), so that is what rmqd does too.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any
+
+from processors.common import (
+    PERM_READ, PERM_WRITE, build_topic_sys_flag, dlq_topic, java_hashmap_order, perm_writeable, retry_topic,
+    suggest_todo,
+)
+from store.commitlog import MessageExtBrokerInner
+from wire.codes import MQVersion, RequestCode, ResponseCode
+from wire.frame import RemotingCommand, make_response
+from wire.headers import ConsumerSendMsgBackRequestHeader
+from wire.message import MessageConst, encode_properties
+
+log = logging.getLogger("rmqd.retry")
+
+__all__ = ["ConsumerSendMsgBackProcessor", "build_send_back_message", "DLQ_NUMS_PER_GROUP"]
+
+DLQ_NUMS_PER_GROUP = 1
+V3_4_9 = MQVersion.V3_4_9.value
+
+
+def build_send_back_message(rec: Any, topic: str, queue_id: int, delay_level: int) -> MessageExtBrokerInner:
+    """The retry/DLQ copy of stored message ``rec`` (a wire.message.MessageRecord)."""
+    props = dict(rec.properties)
+    held = len(props)
+    if MessageConst.PROPERTY_RETRY_TOPIC not in props:
+        props[MessageConst.PROPERTY_RETRY_TOPIC] = rec.topic
+    props[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = "false"
+    props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
+    origin = props.get(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID)
+    if origin is None or origin.strip() == "":
+        props[MessageConst.PROPERTY_ORIGIN_MESSAGE_ID] = rec.offset_msg_id
+    ordered = java_hashmap_order(props, max_size=max(held, len(props)))
+    return MessageExtBrokerInner(
+        topic=topic, queue_id=queue_id, body=bytes(rec.body), properties=ordered, flag=rec.flag,
+        sys_flag=rec.sys_flag, born_timestamp=rec.born_timestamp, born_host=rec.born_ip, born_port=rec.born_port,
+        store_host=rec.store_ip, store_port=rec.store_port, reconsume_times=rec.reconsume_times + 1,
+        properties_string=encode_properties(ordered))
+
+
+class ConsumerSendMsgBackProcessor:
+    """CONSUMER_SEND_MSG_BACK. ``broker`` provides store, subscription_group_manager, broker_config
+    and create_topic_in_send_message_back_method (broker/broker.py's BrokerRole)."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+
+    def handlers(self) -> dict[int, Any]:
+        return {RequestCode.CONSUMER_SEND_MSG_BACK: self.consumer_send_msg_back}
+
+    async def consumer_send_msg_back(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        h = ConsumerSendMsgBackRequestHeader.from_ext(request.ext_fields)
+        group = h.group
+        group_config = b.subscription_group_manager.find_subscription_group_config(group)
+        if group_config is None:
+            return make_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                 f"subscription group not exist, {group} {suggest_todo()}")
+        if not perm_writeable(b.broker_config.brokerPermission):
+            return make_response(request, ResponseCode.NO_PERMISSION,
+                                 f"the broker[{b.broker_config.brokerIP1}] sending message is forbidden")
+        retry_queue_nums = int(group_config.retryQueueNums)
+        if retry_queue_nums <= 0:
+            return make_response(request, ResponseCode.SUCCESS)
+
+        new_topic = retry_topic(group)
+        queue_id = random.randrange(99999999) % retry_queue_nums
+        topic_sys_flag = build_topic_sys_flag(False, True) if h.unitMode else 0
+        tc = b.create_topic_in_send_message_back_method(new_topic, retry_queue_nums, PERM_WRITE | PERM_READ,
+                                                        topic_sys_flag)
+        if tc is None:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist")
+        if not perm_writeable(tc.perm):
+            return make_response(request, ResponseCode.NO_PERMISSION,
+                                 f"the topic[{new_topic}] sending message is forbidden")
+        rec = b.store.look_message_by_offset(int(h.offset))
+        if rec is None:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
+
+        delay_level = int(h.delayLevel)
+        max_reconsume_times = int(group_config.retryMaxTimes)
+        if request.version >= V3_4_9 and h.maxReconsumeTimes is not None:
+            max_reconsume_times = int(h.maxReconsumeTimes)
+        if rec.reconsume_times >= max_reconsume_times or delay_level < 0:
+            new_topic = dlq_topic(group)
+            queue_id = random.randrange(99999999) % DLQ_NUMS_PER_GROUP
+            tc = b.create_topic_in_send_message_back_method(new_topic, DLQ_NUMS_PER_GROUP,
+                                                            PERM_WRITE | PERM_READ, 0)
+            if tc is None:
+                return make_response(request, ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist")
+            delay_level = 0
+        elif delay_level == 0:
+            delay_level = 3 + rec.reconsume_times
+
+        msg = build_send_back_message(rec, new_topic, queue_id, delay_level)
+        result = b.store.put_message(msg)
+        if result is None:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, "putMessageResult is null")
+        status = result.putMessageStatus.name
+        if status == "PUT_OK":
+            return make_response(request, ResponseCode.SUCCESS)
+        return make_response(request, ResponseCode.SYSTEM_ERROR, status)

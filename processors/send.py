@@ -1,0 +1,304 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) as RocketMQ 4.9.8's
+SendMessageProcessor answers them.
+
+What the broker does to a message on the way in, byte for byte as the capture shows:
+the client's properties are parsed into a Java HashMap, CLUSTER=<brokerClusterName> is
+added, WAIT=true is dropped from what is stored (single sends only — a batch keeps it and
+gets `CLUSTER…WAIT…` appended to every message), and the string is rebuilt in HashMap
+order. A batch is a batch only when the header's `batch` parses as Java's
+Boolean.parseBoolean — C++'s `batch: "1"` does not, so its encoded batch is stored as one
+message, exactly as a Java broker stores it.
+
+The answer carries msgId (offsetMsgId, comma-joined for a batch), queueId, queueOffset,
+plus MSG_REGION and TRACE_ON on every answer, success or not. With SYNC_FLUSH the answer
+waits for the flush (group commit) and degrades to FLUSH_DISK_TIMEOUT — still a stored
+message — when the flush takes longer than syncFlushTimeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any
+
+import trio
+
+from processors.common import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_READ, PERM_WRITE, build_topic_sys_flag, dlq_topic, java_hashmap_order,
+    not_allowed_send_remark, perm_to_string, perm_writeable, suggest_todo, validate_topic, NOT_ALLOWED_SEND_TOPIC_SET,
+    RETRY_GROUP_TOPIC_PREFIX,
+)
+from store.schedule import apply_timer
+from wire.codes import MQVersion, RequestCode, ResponseCode
+from wire.frame import RemotingCommand, make_response
+from wire.message import MessageSysFlag, decode_properties, encode_properties
+
+log = logging.getLogger("rmqd.send")
+
+DLQ_NUMS_PER_GROUP = 1
+PROPERTY_CLUSTER = "CLUSTER"
+PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_MSG_REGION = "MSG_REGION"
+PROPERTY_TRACE_SWITCH = "TRACE_ON"
+V3_4_9 = MQVersion.V3_4_9.value
+
+
+def java_parse_boolean(value: Any) -> bool:
+    """Boolean.parseBoolean: only a case-insensitive "true" is true."""
+    if isinstance(value, bool):
+        return value
+    return isinstance(value, str) and value.lower() == "true"
+
+
+def random_queue_id(write_queue_nums: int) -> int:
+    return random.randrange(99999999) % write_queue_nums if write_queue_nums > 0 else 0
+
+
+def topic_config_to_string(tc: Any) -> str:
+    """TopicConfig.toString, used in the 'queueId is illegal' remark."""
+    filter_type = getattr(tc.topicFilterType, "name", tc.topicFilterType)
+    return (f"TopicConfig [topicName={tc.topicName}, readQueueNums={tc.readQueueNums}, "
+            f"writeQueueNums={tc.writeQueueNums}, perm={perm_to_string(tc.perm)}, topicFilterType={filter_type}, "
+            f"topicSysFlag={tc.topicSysFlag}, order={'true' if tc.order else 'false'}]")
+
+
+def _host_port(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    return host.strip("[]"), int(port or 0)
+
+
+def _body_bytes(request: RemotingCommand) -> bytes:
+    body = request.body
+    if body is None:
+        return b""
+    return body if isinstance(body, bytes) else bytes(body)
+
+
+async def wait_flushed(store: Any, offset_end: int, timeout_ms: int) -> bool:
+    """Wait (without blocking trio) until the store's flush thread has made offset_end durable."""
+    token = trio.lowlevel.current_trio_token()
+    done = trio.Event()
+    outcome = [False]
+
+    def on_flushed(ok: bool) -> None:
+        outcome[0] = bool(ok)
+        try:
+            token.run_sync_soon(done.set)
+        except trio.RunFinishedError:
+            pass
+
+    store.add_flush_listener(offset_end, on_flushed)
+    with trio.move_on_after(max(timeout_ms, 0) / 1000.0):
+        await done.wait()
+    return done.is_set() and outcome[0]
+
+
+class SendMessageProcessor:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+
+    # -- request parsing -------------------------------------------------------------------
+    @staticmethod
+    def parse_request_header(request: RemotingCommand) -> Any:
+        from wire.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
+
+        if request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            return SendMessageRequestHeaderV2.from_ext(request.ext_fields).to_v1()
+        return SendMessageRequestHeader.from_ext(request.ext_fields)
+
+    async def send_message(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        header = self.parse_request_header(request)
+        if java_parse_boolean(header.batch):
+            return await self.send_batch_message(ctx, request, header)
+        return await self.send_single_message(ctx, request, header)
+
+    # -- shared checks (preSend + msgCheck) --------------------------------------------------
+    def _base_ext(self) -> dict[str, str]:
+        bc = self.broker.broker_config
+        return {PROPERTY_MSG_REGION: str(bc.regionId), PROPERTY_TRACE_SWITCH: "true" if bc.traceOn else "false"}
+
+    def _fail(self, request: RemotingCommand, code: int, remark: str | None) -> RemotingCommand:
+        return make_response(request, code, remark, ext_fields=java_hashmap_order(self._base_ext()))
+
+    def pre_send(self, ctx: Any, request: RemotingCommand, h: Any) -> RemotingCommand | tuple[Any, int, int]:
+        """The failure answer, or (topic config, queue id, sysFlag) when the send may go on
+        (the topic exists then, maybe just auto-created; a negative queue id is drawn at random)."""
+        b = self.broker
+        bc = b.broker_config
+        start = int(getattr(bc, "startAcceptSendRequestTimeStamp", 0) or 0)
+        if b.now_ms() < start:
+            return self._fail(request, ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {start}")
+        if not perm_writeable(bc.brokerPermission) and b.topic_config_manager.is_order_topic(h.topic):
+            return self._fail(request, ResponseCode.NO_PERMISSION,
+                              f"the broker[{bc.brokerIP1}] sending message is forbidden")
+        remark = validate_topic(h.topic)
+        if remark is not None:
+            return self._fail(request, ResponseCode.SYSTEM_ERROR, remark)
+        if h.topic in NOT_ALLOWED_SEND_TOPIC_SET:
+            return self._fail(request, ResponseCode.NO_PERMISSION, not_allowed_send_remark(h.topic))
+
+        topic_config = b.topic_config_manager.select_topic_config(h.topic)
+        if topic_config is None:
+            topic_sys_flag = 0
+            if java_parse_boolean(getattr(h, "unitMode", False)):
+                topic_sys_flag = (build_topic_sys_flag(False, True) if h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+                                  else build_topic_sys_flag(True, False))
+            topic_config = b.create_topic_in_send_message_method(
+                h.topic, h.defaultTopic or AUTO_CREATE_TOPIC_KEY_TOPIC, ctx.channel.remote_addr,
+                int(h.defaultTopicQueueNums or 0), topic_sys_flag)
+            if topic_config is None and h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                topic_config = b.create_topic_in_send_message_back_method(h.topic, 1, PERM_WRITE | PERM_READ,
+                                                                          topic_sys_flag)
+            if topic_config is None:
+                return self._fail(request, ResponseCode.TOPIC_NOT_EXIST,
+                                  f"topic[{h.topic}] not exist, apply first please!{suggest_todo()}")
+        queue_id = int(h.queueId)
+        if queue_id >= max(topic_config.writeQueueNums, topic_config.readQueueNums):
+            return self._fail(request, ResponseCode.SYSTEM_ERROR,
+                              f"request queueId[{queue_id}] is illegal, {topic_config_to_string(topic_config)} "
+                              f"Producer: {ctx.channel.remote_addr}")
+        if queue_id < 0:
+            queue_id = random_queue_id(topic_config.writeQueueNums)
+        sys_flag = int(h.sysFlag or 0)
+        if getattr(topic_config.topicFilterType, "name", topic_config.topicFilterType) == "MULTI_TAG":
+            sys_flag |= MessageSysFlag.MULTI_TAGS_FLAG
+        return topic_config, queue_id, sys_flag
+
+    # -- single message ----------------------------------------------------------------------
+    async def send_single_message(self, ctx: Any, request: RemotingCommand, h: Any) -> RemotingCommand:
+        b = self.broker
+        target = self.pre_send(ctx, request, h)
+        if isinstance(target, RemotingCommand):
+            return target
+        _, queue_id, sys_flag = target
+        topic = h.topic
+        reconsume_times = int(h.reconsumeTimes or 0)
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+            group_config = b.subscription_group_manager.find_subscription_group_config(group)
+            if group_config is None:
+                return self._fail(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                  f"subscription group not exist, {group} {suggest_todo()}")
+            max_reconsume = int(group_config.retryMaxTimes)
+            if request.version >= V3_4_9 and getattr(h, "maxReconsumeTimes", None) is not None:
+                max_reconsume = int(h.maxReconsumeTimes)
+            if reconsume_times >= max_reconsume:
+                topic = dlq_topic(group)
+                queue_id = random_queue_id(DLQ_NUMS_PER_GROUP)
+                dlq_config = b.create_topic_in_send_message_back_method(topic, DLQ_NUMS_PER_GROUP,
+                                                                        PERM_WRITE | PERM_READ, 0)
+                if dlq_config is None:
+                    return self._fail(request, ResponseCode.SYSTEM_ERROR, f"topic[{topic}] not exist")
+
+        props = decode_properties(h.properties)
+        held = len(props)
+        props[PROPERTY_CLUSTER] = b.broker_config.brokerClusterName
+        held = max(held, len(props))
+        wait_store_msg_ok = props.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"
+        stored = dict(props)
+        stored.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
+        properties_string = encode_properties(java_hashmap_order(stored, max_size=held))
+
+        born_host = _host_port(ctx.channel.remote_addr)
+        msg = b.new_inner_message(
+            topic=topic, queue_id=queue_id, body=_body_bytes(request), flag=int(h.flag or 0),
+            properties=props, properties_string=properties_string, sys_flag=sys_flag,
+            born_timestamp=int(h.bornTimestamp or 0), born_host=born_host, reconsume_times=reconsume_times)
+
+        if java_parse_boolean(props.get(PROPERTY_TRANSACTION_PREPARED)):
+            if b.broker_config.rejectTransactionMessage:
+                return self._fail(request, ResponseCode.NO_PERMISSION,
+                                  f"the broker[{b.broker_config.brokerIP1}] sending transaction message is forbidden")
+            result = await b.prepare_transaction_message(msg)
+        else:
+            remark = apply_timer(msg)
+            if remark is not None:
+                return self._fail(request, ResponseCode.MESSAGE_ILLEGAL, remark)
+            result = b.store.put_message(msg)
+        return await self.handle_put_message_result(request, result, queue_id, wait_store_msg_ok)
+
+    # -- batch ---------------------------------------------------------------------------------
+    async def send_batch_message(self, ctx: Any, request: RemotingCommand, h: Any) -> RemotingCommand:
+        b = self.broker
+        target = self.pre_send(ctx, request, h)
+        if isinstance(target, RemotingCommand):
+            return target
+        _, queue_id, sys_flag = target
+        if len(h.topic) > 127:
+            return self._fail(request, ResponseCode.MESSAGE_ILLEGAL, f"message topic length too long {len(h.topic)}")
+        props = decode_properties(h.properties)
+        props[PROPERTY_CLUSTER] = b.broker_config.brokerClusterName
+        batch_properties = encode_properties(java_hashmap_order(props))
+        born_host = _host_port(ctx.channel.remote_addr)
+        batch = b.new_batch_message(
+            topic=h.topic, queue_id=queue_id, body=_body_bytes(request), flag=int(h.flag or 0),
+            properties=props, properties_string=batch_properties, sys_flag=sys_flag,
+            born_timestamp=int(h.bornTimestamp or 0), born_host=born_host,
+            reconsume_times=int(h.reconsumeTimes or 0))
+        result = b.store.put_messages(batch)
+        return await self.handle_put_message_result(request, result, queue_id,
+                                                    props.get(PROPERTY_WAIT_STORE_MSG_OK) != "false")
+
+    # -- result ----------------------------------------------------------------------------------
+    async def handle_put_message_result(self, request: RemotingCommand, result: Any, queue_id: int,
+                                        wait_store_msg_ok: bool) -> RemotingCommand:
+        b = self.broker
+        if result is None:
+            return self._fail(request, ResponseCode.SYSTEM_ERROR, "store putMessage return null")
+        status = getattr(result.putMessageStatus, "name", result.putMessageStatus)
+        append = result.appendMessageResult
+        if status == "PUT_OK" and wait_store_msg_ok and b.message_store_config.flushDiskType == "SYNC_FLUSH":
+            offset_end = append.wroteOffset + append.wroteBytes
+            if not await wait_flushed(b.store, offset_end, int(b.message_store_config.syncFlushTimeout)):
+                status = "FLUSH_DISK_TIMEOUT"
+        code, remark, send_ok = put_status_to_response(status, b.message_store_config.maxMessageSize)
+        if not send_ok:
+            return self._fail(request, code, remark)
+        b.stats.on_put(append)
+        msg_id = append.msgId
+        if isinstance(msg_id, (list, tuple)):
+            msg_id = ",".join(msg_id)
+        ext = self._base_ext()
+        ext["msgId"] = str(msg_id)
+        ext["queueId"] = str(queue_id)
+        ext["queueOffset"] = str(append.logicsOffset)
+        return make_response(request, code, None, ext_fields=java_hashmap_order(ext))
+
+    def handlers(self) -> dict[int, Any]:
+        return {
+            RequestCode.SEND_MESSAGE: self.send_message,
+            RequestCode.SEND_MESSAGE_V2: self.send_message,
+            RequestCode.SEND_BATCH_MESSAGE: self.send_message,
+        }
+
+
+def put_status_to_response(status: str, max_message_size: int) -> tuple[int, str | None, bool]:
+    """SendMessageProcessor.handlePutMessageResult: (code, remark, message stored?)."""
+    if status == "PUT_OK":
+        return ResponseCode.SUCCESS, None, True
+    if status == "FLUSH_DISK_TIMEOUT":
+        return ResponseCode.FLUSH_DISK_TIMEOUT, None, True
+    if status == "FLUSH_SLAVE_TIMEOUT":
+        return ResponseCode.FLUSH_SLAVE_TIMEOUT, None, True
+    if status == "SLAVE_NOT_AVAILABLE":
+        return ResponseCode.SLAVE_NOT_AVAILABLE, None, True
+    if status == "CREATE_MAPEDFILE_FAILED":
+        return ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken.", False
+    if status in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED"):
+        return (ResponseCode.MESSAGE_ILLEGAL,
+                f"the message is illegal, maybe msg body or properties length not matched. msg body length limit "
+                f"{max_message_size}B, msg properties length limit 32KB.", False)
+    if status == "SERVICE_NOT_AVAILABLE":
+        return (ResponseCode.SERVICE_NOT_AVAILABLE,
+                "service not available now. It may be caused by one of the following reasons: the broker's disk is "
+                "full, messages are put to the slave, message store has been shut down, etc.", False)
+    if status == "OS_PAGECACHE_BUSY":
+        return ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while", False
+    if status == "LMQ_CONSUME_QUEUE_NUM_EXCEEDED":
+        return (ResponseCode.SYSTEM_ERROR,
+                "[LMQ_CONSUME_QUEUE_NUM_EXCEEDED]broker config enableLmq and enableMultiDispatch, lmq consumeQueue num "
+                "exceed maxLmqConsumeQueueNum config num, default limit 2w.", False)
+    if status == "UNKNOWN_ERROR":
+        return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR", False
+    return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT", False

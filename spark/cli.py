@@ -1,0 +1,122 @@
+"""Entry points behind ``rmqd spark verify`` and ``rmqd spark export``.
+
+Both take the argument list after the sub-command and return the process exit code; they print
+one clear line (never a traceback) on bad input:
+  0  verified clean / exported
+  1  verify found problems (each listed as file:offset)
+  2  bad arguments or unreadable input (argparse's convention)
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+EXPORT_KINDS = ("commitlog", "consumequeue", "index")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--master", default=None,
+                   help="Spark master URL (default: spark-submit's, else local[*])")
+    p.add_argument("--split-size", type=int, default=None, help="bytes per commit-log partition")
+    p.add_argument("--max-hash-slot-num", type=int, default=None, help="index slots (default: from file size)")
+    p.add_argument("--max-index-num", type=int, default=None, help="index entries (default: from file size)")
+
+
+def _options(a: argparse.Namespace) -> dict[str, str]:
+    o = {}
+    if a.split_size:
+        o["splitSize"] = str(a.split_size)
+    if a.max_hash_slot_num:
+        o["maxHashSlotNum"] = str(a.max_hash_slot_num)
+    if a.max_index_num:
+        o["maxIndexNum"] = str(a.max_index_num)
+    return o
+
+
+def _parse(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace | int:
+    try:
+        return p.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2), already printed by argparse
+        return int(e.code or 0)
+
+
+def _session(master: str | None):
+    from spark.session import get_session
+    from pyspark import SparkConf
+    if master is None and not SparkConf().contains("spark.master"):
+        master = "local[*]"
+    return get_session(master)
+
+
+def _is_store(path: str) -> bool:
+    return (Path(path) / "commitlog").is_dir()
+
+
+def verify_main(argv: list[str] | None = None) -> int:
+    """``rmqd spark verify STORE [--against OTHER] [--master URL] ...``"""
+    p = argparse.ArgumentParser(prog="rmqd spark verify", description="Check a RocketMQ store on Spark.")
+    p.add_argument("store", help="store directory (holds commitlog/, consumequeue/, index/)")
+    p.add_argument("--against", default=None, help="another store that must hold the same messages")
+    p.add_argument("--max-problems", type=int, default=None, help="list at most N problems per check")
+    p.add_argument("--ignore-property", action="append", default=[],
+                   help="property to ignore in --against comparisons (repeatable)")
+    p.add_argument("--message-delay-level", default=None,
+                   help="broker's messageDelayLevel (for SCHEDULE_TOPIC_XXXX tag codes)")
+    _common(p)
+    a = _parse(p, argv)
+    if isinstance(a, int):
+        return a
+    for s in [a.store] + ([a.against] if a.against else []):
+        if not _is_store(s):
+            print(f"rmqd spark verify: {s}: not a RocketMQ store directory (no commitlog/)", file=sys.stderr)
+            return EXIT_USAGE
+    try:
+        from spark.verify import format_report, verify_store
+        spark = _session(a.master)
+        report = verify_store(spark, a.store, against=a.against, options=_options(a),
+                              delay_levels=a.message_delay_level, ignore_properties=a.ignore_property,
+                              limit=a.max_problems)
+    except Exception as e:  # noqa: BLE001 -- the CLI contract is one line, no traceback
+        print(f"rmqd spark verify: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
+        return EXIT_USAGE
+    print(format_report(report))
+    return EXIT_OK if report.ok else EXIT_PROBLEMS
+
+
+def export_main(argv: list[str] | None = None) -> int:
+    """``rmqd spark export STORE OUT [--format parquet] [--kind all|commitlog|consumequeue|index]``"""
+    p = argparse.ArgumentParser(prog="rmqd spark export", description="Export a RocketMQ store for analytics.")
+    p.add_argument("store", help="store directory")
+    p.add_argument("out", help="output directory (one sub-directory per kind)")
+    p.add_argument("--format", default="parquet", choices=("parquet", "orc", "json"))
+    p.add_argument("--kind", default="all", choices=("all",) + EXPORT_KINDS)
+    p.add_argument("--overwrite", action="store_true", help="replace existing output")
+    _common(p)
+    a = _parse(p, argv)
+    if isinstance(a, int):
+        return a
+    if not _is_store(a.store):
+        print(f"rmqd spark export: {a.store}: not a RocketMQ store directory (no commitlog/)", file=sys.stderr)
+        return EXIT_USAGE
+    kinds = EXPORT_KINDS if a.kind == "all" else (a.kind,)
+    try:
+        from spark.export import export_store
+        spark = _session(a.master)
+        counts = export_store(spark, a.store, a.out, kinds=kinds, fmt=a.format, overwrite=a.overwrite,
+                              options=_options(a))
+    except Exception as e:  # noqa: BLE001
+        print(f"rmqd spark export: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
+        return EXIT_USAGE
+    for kind, (path, n) in counts.items():
+        print(f"{kind:<13} {n:>12} rows  {path}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # python -m spark.cli verify|export ...
+    cmds = {"verify": verify_main, "export": export_main}
+    if len(sys.argv) < 2 or sys.argv[1] not in cmds:
+        print("usage: python -m spark.cli verify|export ...", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    sys.exit(cmds[sys.argv[1]](sys.argv[2:]))

@@ -1,0 +1,774 @@
+"""Columnar readers of store files: one split of a file -> Arrow record batches.
+
+These are plain functions (no Spark) so the data source, the benchmark and the tests share them.
+A commit-log split is a byte range of one file. Records never span files, but they do span split
+boundaries, so a split owns the records that *start* inside it: it walks the chain of record
+sizes from its first record and finishes the last one past its end. A split that does not begin
+at the file start finds its first record by resynchronising: the next position holding a record
+magic code whose stored PHYSICALOFFSET equals the file's start offset plus that position (or a
+BLANK record whose size reaches the end of the file) -- a record locates itself, so no index of
+record starts is needed and splits are planned without reading the files.
+
+Per record only the chain walk (two ints) runs in Python; every field is then gathered for all
+records of a batch at once with numpy fancy indexing at positions derived from
+``wire.message.RECORD_FIELDS`` (see spark/layout.py), and properties are split into a map with
+Arrow compute kernels.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import struct
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark import layout as L
+from spark.schemas import ARROW_SCHEMAS
+from wire.message import format_socket_address
+
+_HEAD2 = struct.Struct(">iI")  # totalSize, magic: the first two RECORD_FIELDS
+assert L.V4.pos["total_size"] == 0 and L.V4.pos["magic"] == 4
+_PHYS = struct.Struct(">q")
+# magic codes as they appear on disk; a candidate record starts 4 bytes before the match
+_SYNC = re.compile(b"|".join(re.escape(struct.pack(">I", m))
+                             for m in (L.MAGIC_CODE_V1, L.MAGIC_CODE_V2, L.BLANK_MAGIC_CODE)))
+_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+_NP_CODE = {"i": ">i4", "I": ">u4", "q": ">i8", "h": ">i2"}
+MAX_BATCH_BYTES = 64 * 1024 * 1024  # keeps int32 binary offsets far from overflow
+DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
+DEFAULT_BATCH_ROWS = 8192
+
+COMMITLOG_DIR = "commitlog"
+CONSUMEQUEUE_DIR = "consumequeue"
+INDEX_DIR = "index"
+
+
+# --------------------------------------------------------------------------------------------
+# planning
+
+
+@dataclass(frozen=True)
+class CommitLogSplit:
+    """Records starting in [start, end) of one commit-log file."""
+
+    path: str
+    name: str
+    base: int        # the file's first physical offset (its name)
+    size: int        # file length
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class QueueFile:
+    path: str
+    topic: str
+    queue_id: int
+    name: str
+    size: int
+
+
+@dataclass(frozen=True)
+class IndexFileRef:
+    path: str
+    name: str
+    size: int
+
+
+def _is_offset_name(name: str) -> bool:
+    return len(name) == 20 and name.isdigit()
+
+
+def commitlog_dir(root: str | os.PathLike) -> Path:
+    return Path(root) / COMMITLOG_DIR
+
+
+def commitlog_files(root: str | os.PathLike) -> list[tuple[str, Path, int, int]]:
+    """(name, path, base offset, size) of the commit-log files, in offset order."""
+    d = commitlog_dir(root)
+    if not d.is_dir():
+        return []
+    out = []
+    for p in sorted(d.iterdir()):
+        if p.is_file() and _is_offset_name(p.name):
+            out.append((p.name, p, int(p.name), p.stat().st_size))
+    return out
+
+
+def plan_commitlog(root: str | os.PathLike, split_size: int = DEFAULT_SPLIT_SIZE) -> list[CommitLogSplit]:
+    if split_size <= 0:
+        raise ValueError(f"splitSize must be positive, got {split_size}")
+    splits = []
+    for name, path, base, size in commitlog_files(root):
+        for start in range(0, max(size, 1), split_size):
+            splits.append(CommitLogSplit(str(path), name, base, size, start, min(start + split_size, size)))
+    return splits
+
+
+def queue_files(root: str | os.PathLike) -> list[QueueFile]:
+    d = Path(root) / CONSUMEQUEUE_DIR
+    out: list[QueueFile] = []
+    if not d.is_dir():
+        return out
+    for tdir in sorted(d.iterdir()):
+        if not tdir.is_dir():
+            continue
+        for qdir in sorted(tdir.iterdir(), key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0)):
+            if not qdir.is_dir() or not qdir.name.lstrip("-").isdigit():
+                continue
+            for f in sorted(qdir.iterdir()):
+                if f.is_file() and _is_offset_name(f.name):
+                    out.append(QueueFile(str(f), tdir.name, int(qdir.name), f.name, f.stat().st_size))
+    return out
+
+
+def group_by_size(items: list, size_of: Callable[[object], int], target: int) -> list[list]:
+    """Pack small files into partitions of about ``target`` bytes (keeps order)."""
+    groups: list[list] = []
+    cur: list = []
+    acc = 0
+    for it in items:
+        if cur and acc + size_of(it) > target:
+            groups.append(cur)
+            cur, acc = [], 0
+        cur.append(it)
+        acc += size_of(it)
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def index_files(root: str | os.PathLike) -> list[IndexFileRef]:
+    d = Path(root) / INDEX_DIR
+    if not d.is_dir():
+        return []
+    return [IndexFileRef(str(p), p.name, p.stat().st_size) for p in sorted(d.iterdir())
+            if p.is_file() and len(p.name) == 17 and p.name.isdigit()]
+
+
+def infer_queue_file_size(files: list[QueueFile]) -> int:
+    """mappedFileSizeConsumeQueue as the store was written: the most common file length."""
+    sizes = Counter(f.size for f in files if f.size > 0 and f.size % L.CQ_STORE_UNIT_SIZE == 0)
+    return sizes.most_common(1)[0][0] if sizes else 0
+
+
+def index_geometry(size: int, hash_slot_num: int | None = None, index_num: int | None = None) -> tuple[int, int]:
+    """(maxHashSlotNum, maxIndexNum) of an index file: the given ones, RocketMQ's defaults if the
+    size matches them, else the 1:4 ratio RocketMQ's defaults use."""
+    if hash_slot_num and index_num:
+        return hash_slot_num, index_num
+    if size == L.index_file_size(5_000_000, 20_000_000):
+        return 5_000_000, 20_000_000
+    body = size - L.INDEX_HEADER_SIZE
+    ratio_unit = L.HASH_SLOT_SIZE + 4 * L.INDEX_ENTRY_SIZE
+    if hash_slot_num and (body - hash_slot_num * L.HASH_SLOT_SIZE) % L.INDEX_ENTRY_SIZE == 0:
+        return hash_slot_num, (body - hash_slot_num * L.HASH_SLOT_SIZE) // L.INDEX_ENTRY_SIZE
+    if body > 0 and body % ratio_unit == 0:
+        s = body // ratio_unit
+        return s, 4 * s
+    raise ValueError(f"index file of {size} bytes: pass maxHashSlotNum and maxIndexNum")
+
+
+# --------------------------------------------------------------------------------------------
+# commit log: walking
+
+
+class _Problems:
+    """Collects (file, offset, check, problem) rows; ``None`` collector = reading rows, not checking."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, int, str, str]] = []
+
+    def add(self, file: str, offset: int, check: str, problem: str) -> None:
+        self.rows.append((file, int(offset), check, problem))
+
+    def batch(self) -> pa.RecordBatch:
+        cols = list(zip(*self.rows)) if self.rows else [[], [], [], []]
+        schema = ARROW_SCHEMAS["problems"]
+        return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema)
+
+
+def _acceptable(buf, base: int, c: int, n: int) -> bool:
+    """Is there a record (or the BLANK / end of data) that resynchronisation would accept at c?"""
+    if c + 8 > n:
+        return True
+    total, magic = _HEAD2.unpack_from(buf, c)
+    if magic == L.BLANK_MAGIC_CODE:
+        return total == n - c
+    if total == 0 and magic == 0:
+        return True
+    if magic in (L.MAGIC_CODE_V1, L.MAGIC_CODE_V2):
+        return (L.MIN_RECORD_SIZE <= total <= n - c
+                and _PHYS.unpack_from(buf, c + L.V4.pos["physical_offset"])[0] == base + c)
+    return False
+
+
+def _resync(buf, base: int, p: int, n: int) -> int | None:
+    """First position >= p where a record (or the end-of-file BLANK) provably starts."""
+    for m in _SYNC.finditer(buf, p + 4):
+        c = m.start() - 4
+        total, magic = _HEAD2.unpack_from(buf, c)
+        if magic == L.BLANK_MAGIC_CODE:
+            if total == n - c:
+                return c
+        elif L.MIN_RECORD_SIZE <= total <= n - c and \
+                _PHYS.unpack_from(buf, c + L.V4.pos["physical_offset"])[0] == base + c:
+            return c
+    return None
+
+
+def _walk(buf, split: CommitLogSplit, rel: str, problems: _Problems | None,
+          batch_rows: int) -> Iterator[list[int]]:
+    """Positions of the records starting in the split, in chunks of at most ``batch_rows``."""
+    n = split.size
+    base = split.base
+    pos: int | None = split.start if split.start == 0 else _resync(buf, base, split.start, n)
+    chunk: list[int] = []
+    chunk_bytes = 0
+    unpack = _HEAD2.unpack_from
+    v1, v2, blank = L.MAGIC_CODE_V1, L.MAGIC_CODE_V2, L.BLANK_MAGIC_CODE
+    min_size = L.MIN_RECORD_SIZE
+    end = split.end
+    while pos is not None and pos < end:
+        if pos + 8 > n:
+            if problems is not None and any(buf[pos:n]):
+                problems.add(rel, pos, "record", f"{n - pos} trailing bytes too short for a record header")
+            pos = None
+            break
+        total, magic = unpack(buf, pos)
+        if magic == v1 or magic == v2:
+            if min_size <= total <= n - pos:
+                chunk.append(pos)
+                pos += total
+                chunk_bytes += total
+                if len(chunk) >= batch_rows or chunk_bytes >= MAX_BATCH_BYTES:
+                    yield chunk
+                    chunk, chunk_bytes = [], 0
+                continue
+            if problems is not None:
+                problems.add(rel, pos, "record", f"record size {total} does not fit the file "
+                                                 f"({n - pos} bytes left, minimum {min_size})")
+            pos = _resync(buf, base, pos + 1, n)
+            continue
+        if magic == blank:
+            if problems is not None and total != n - pos:
+                problems.add(rel, pos, "blank-tail", f"BLANK record size {total} != {n - pos} bytes to the end of the file")
+            pos = None
+            break
+        if total == 0 and magic == 0:
+            if problems is not None:
+                tail = np.frombuffer(buf, dtype=np.uint8, count=n - pos, offset=pos)
+                nz = np.flatnonzero(tail)
+                del tail
+                if nz.size:
+                    problems.add(rel, pos + int(nz[0]), "blank-tail",
+                                 f"non-zero bytes after the end of data at {pos}")
+            pos = None
+            break
+        if problems is not None:
+            problems.add(rel, pos, "record", f"bad magic code 0x{magic & 0xFFFFFFFF:08X} (size field {total})")
+        nxt = _resync(buf, base, pos + 1, n)
+        if problems is not None:
+            problems.add(rel, pos, "record", f"skipped {((nxt if nxt is not None else n) - pos)} unreadable bytes")
+        pos = nxt
+    if chunk:
+        yield chunk
+    if problems is not None and pos is not None and pos < n and not _acceptable(buf, base, pos, n):
+        # the next split resynchronises past this position: report it here, where the chain led
+        total, magic = unpack(buf, pos) if pos + 8 <= n else (0, 0)
+        problems.add(rel, pos, "record", f"record at the split boundary is unreadable "
+                                         f"(magic 0x{magic & 0xFFFFFFFF:08X}, size {total}, or its physical offset is wrong)")
+
+
+# --------------------------------------------------------------------------------------------
+# commit log: columns
+
+
+def _gather(u8: np.ndarray, pos: np.ndarray, code: str) -> np.ndarray:
+    """The big-endian field ``code`` at byte positions ``pos`` of every record, as native ints."""
+    dt = np.dtype(_NP_CODE[code])
+    idx = pos[:, None] + np.arange(dt.itemsize)
+    return u8[idx].view(dt).reshape(-1).astype(dt.newbyteorder("="))
+
+
+_INLINE = np.arange(12)  # Arrow binary_view: values up to 12 bytes live inside the 16-byte view
+
+
+def _varbinary(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray, typ: pa.DataType) -> pa.Array:
+    """A binary/string Arrow array of the byte ranges ``u8[start:start+length]``.
+
+    The ranges are first described as an Arrow binary_view array over the mapped file (built
+    with numpy, no per-row Python), and Arrow's cast copies them into a contiguous binary or
+    string array (validating UTF-8 for strings) in one C++ pass."""
+    n = len(starts)
+    if n == 0:
+        return pa.array([], typ)
+    lengths = lengths.astype(np.int64)
+    lo = int(starts.min())
+    hi = int((starts + lengths).max())
+    views = np.zeros((n, 16), dtype=np.uint8)
+    views[:, 0:4] = lengths.astype("<i4").view(np.uint8).reshape(n, 4)
+    inline = u8[np.minimum(starts[:, None] + _INLINE, u8.shape[0] - 1)]
+    inline[_INLINE[None, :] >= lengths[:, None]] = 0
+    views[:, 4:16] = inline
+    long = lengths > 12
+    views[long, 8:12] = 0  # data buffer 0
+    views[long, 12:16] = (starts[long] - lo).astype("<i4").view(np.uint8).reshape(-1, 4)
+    arr = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), pa.py_buffer(u8[lo:max(hi, lo + 1)])])
+    return arr.cast(typ)
+
+
+def _strings(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """UTF-8 strings; rows that are not valid UTF-8 are decoded with replacement characters and
+    flagged (returned mask True = was valid)."""
+    try:
+        arr = _varbinary(u8, starts, lengths, pa.string())
+        arr.validate(full=True)
+        return arr, np.ones(len(arr), dtype=bool)
+    except pa.ArrowInvalid:
+        raw = _varbinary(u8, starts, lengths, pa.binary()).to_pylist()
+        ok = np.ones(len(raw), dtype=bool)
+        out = []
+        for i, b in enumerate(raw):
+            try:
+                out.append(b.decode("utf-8"))
+            except UnicodeDecodeError:
+                ok[i] = False
+                out.append(b.decode("utf-8", "replace"))
+        return pa.array(out, type=pa.string()), ok
+
+
+_MAP_TYPE = ARROW_SCHEMAS["commitlog"].field("properties").type
+_KV = r"(?s)^(?P<key>[^\x01]+)\x01(?P<value>.+)$"
+
+
+def properties_map(props: pa.Array) -> pa.MapArray:
+    """``name\\x01value\\x02...`` strings -> map<string,string>, skipping malformed items exactly as
+    MessageDecoder.string2messageProperties does (no name, no value, shorter than 3 chars)."""
+    n = len(props)
+    items = pc.split_pattern(props, "\x02")
+    parents = pc.list_parent_indices(items).to_numpy()
+    kv = pc.extract_regex(items.flatten(), _KV)
+    valid = kv.is_valid().to_numpy(zero_copy_only=False)
+    kv = kv.filter(pa.array(valid))
+    counts = np.bincount(parents[valid], minlength=n)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return pa.MapArray.from_arrays(pa.array(offsets), kv.field("key"), kv.field("value"), type=_MAP_TYPE)
+
+
+def _hosts(u8: np.ndarray, ip_pos: np.ndarray, port: np.ndarray) -> pa.Array:
+    """'a.b.c.d:port' for IPv4 hosts, vectorised."""
+    octets = [pc.cast(pa.array(u8[ip_pos + k]), pa.string()) for k in range(4)]
+    return pc.binary_join_element_wise(pc.binary_join_element_wise(*octets, "."),
+                                       pc.cast(pa.array(port), pa.string()), ":")
+
+
+def _hex_upper(rows: np.ndarray) -> pa.Array:
+    """Upper-case hex of each row of a 2-D uint8 array."""
+    n, w = rows.shape
+    out = np.empty((n, w, 2), dtype=np.uint8)
+    out[:, :, 0] = _HEX[rows >> 4]
+    out[:, :, 1] = _HEX[rows & 15]
+    offsets = np.arange(0, n * 2 * w + 1, 2 * w, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out.tobytes())])
+
+
+@dataclass
+class _Decoded:
+    """Head fields of a batch of records and the validity of their inner lengths."""
+
+    P: np.ndarray
+    f: dict[str, np.ndarray]
+    ip_pos: dict[str, np.ndarray]
+    body_pos: np.ndarray
+    topic_pos: np.ndarray
+    topic_len: np.ndarray
+    props_pos: np.ndarray
+    props_len: np.ndarray
+    ok: np.ndarray  # lengths add up to totalSize
+    v6: bool
+
+
+def _decode_heads(u8: np.ndarray, P: np.ndarray) -> _Decoded:
+    n_file = u8.shape[0]
+    last = n_file - 1
+    f: dict[str, np.ndarray] = {}
+    for name in L.FIXED_FIELDS:
+        f[name] = _gather(u8, P + L.V4.pos[name], L.V4.code[name])
+    sys_flag = f["sys_flag"]
+    b6 = (sys_flag & L.MessageSysFlag.BORNHOST_V6_FLAG) != 0
+    s6 = (sys_flag & L.MessageSysFlag.STOREHOSTADDRESS_V6_FLAG) != 0
+    v6 = bool(b6.any() or s6.any())
+    if not v6:
+        pos = {name: P + p for name, p in L.V4.pos.items()}
+        head = P + L.V4.head_size
+    else:
+        combo = b6.astype(np.int64) * 2 + s6.astype(np.int64)
+        tables = [L.POSITIONS[(bool(c >> 1), bool(c & 1))] for c in range(4)]
+        pos = {name: P + np.array([t.pos[name] for t in tables])[combo] for name in L.V4.pos}
+        head = P + np.array([t.head_size for t in tables])[combo]
+    end = P + f["total_size"]
+    for name, _t, code in L.RECORD_FIELDS:
+        if name in f or code.startswith("{"):
+            continue
+        f[name] = _gather(u8, np.minimum(pos[name], last - 8), code)
+    body_len = f["body_length"]
+    ok = (body_len >= 0) & (head + body_len < end)
+    tpos = np.where(ok, head + body_len, head)
+    v2 = f["magic"] == L.MAGIC_CODE_V2
+    t1 = u8[np.minimum(tpos, last)].astype(np.int64)
+    t2 = (t1 << 8) | u8[np.minimum(tpos + 1, last)]
+    tlen = np.where(v2, t2, t1)
+    topic_pos = tpos + np.where(v2, 2, 1)
+    ppos = topic_pos + tlen
+    ok &= ppos + 2 <= end
+    plen = _gather(u8, np.minimum(ppos, last - 2), "h").astype(np.int64)
+    ok &= (plen >= 0) & (ppos + 2 + plen == end)
+    return _Decoded(P, f, {"born": pos["born_ip"], "store": pos["store_ip"]}, head, topic_pos,
+                    np.where(ok, tlen, 0), ppos + 2, np.where(ok, plen, 0), ok, v6)
+
+
+def commitlog_batch(buf, u8: np.ndarray, split: CommitLogSplit, positions: list[int], *,
+                    read_body: bool = True, check_crc: bool = True,
+                    problems: _Problems | None = None, rel: str = "") -> pa.RecordBatch | None:
+    """Rows of the records at ``positions`` (records whose lengths do not add up are dropped,
+    and reported to ``problems`` when given)."""
+    P = np.asarray(positions, dtype=np.int64)
+    d = _decode_heads(u8, P)
+    if not d.ok.all():
+        if problems is not None:
+            for p in P[~d.ok].tolist():
+                problems.add(rel, p, "record", "body/topic/properties lengths do not add up to the record size")
+        keep = d.ok
+        P = P[keep]
+        if P.size == 0:
+            return None
+        d = _decode_heads(u8, P)
+    f = d.f
+    n = len(P)
+    mv = memoryview(buf)
+    body_len = f["body_length"].astype(np.int64)
+    crc_col: pa.Array
+    if check_crc or problems is not None:
+        starts = d.body_pos.tolist()
+        ends = (d.body_pos + body_len).tolist()
+        crcs = np.fromiter((zlib.crc32(mv[a:b]) for a, b in zip(starts, ends)), dtype=np.int64, count=n) & 0x7FFFFFFF
+        crc_ok = crcs == f["body_crc"]
+        crc_col = pa.array(crc_ok)
+        if problems is not None and not crc_ok.all():
+            for p, stored, c in zip(P[~crc_ok].tolist(), f["body_crc"][~crc_ok].tolist(), crcs[~crc_ok].tolist()):
+                problems.add(rel, p, "body-crc", f"body CRC {c} != stored BODYCRC {stored}")
+    else:
+        crc_col = pa.nulls(n, pa.bool_())
+    if problems is not None:
+        phys_ok = f["physical_offset"] == split.base + P
+        for p, v in zip(P[~phys_ok].tolist(), f["physical_offset"][~phys_ok].tolist()):
+            problems.add(rel, p, "record", f"PHYSICALOFFSET field {v} != position {split.base + p}")
+        topics, tok = _strings(u8, d.topic_pos, d.topic_len)
+        for p in P[~tok].tolist():
+            problems.add(rel, p, "record", "topic is not UTF-8")
+        _pr, pok = _strings(u8, d.props_pos, d.props_len)
+        for p in P[~pok].tolist():
+            problems.add(rel, p, "record", "properties are not UTF-8")
+        return None
+    topics, _ = _strings(u8, d.topic_pos, d.topic_len)
+    props_str, _ = _strings(u8, d.props_pos, d.props_len)
+    props = properties_map(props_str)
+    body = _varbinary(u8, d.body_pos, body_len, pa.binary()) if read_body else pa.nulls(n, pa.binary())
+    if not d.v6:
+        born = _hosts(u8, d.ip_pos["born"], f["born_port"])
+        store = _hosts(u8, d.ip_pos["store"], f["store_port"])
+        ip = d.ip_pos["store"]
+        idx = np.concatenate([ip[:, None] + np.arange(8), P[:, None] + L.V4.pos["physical_offset"] + np.arange(8)], axis=1)
+        msg_id = _hex_upper(u8[idx])
+    else:
+        born_l, store_l, ids = [], [], []
+        for i in range(n):
+            bip = bytes(u8[d.ip_pos["born"][i]: d.ip_pos["born"][i] + (16 if f["sys_flag"][i] & L.MessageSysFlag.BORNHOST_V6_FLAG else 4)])
+            sip = bytes(u8[d.ip_pos["store"][i]: d.ip_pos["store"][i] + (16 if f["sys_flag"][i] & L.MessageSysFlag.STOREHOSTADDRESS_V6_FLAG else 4)])
+            born_l.append(format_socket_address(bip, int(f["born_port"][i]))[1:])
+            store_l.append(format_socket_address(sip, int(f["store_port"][i]))[1:])
+            ids.append((sip + struct.pack(">iq", int(f["store_port"][i]), int(f["physical_offset"][i]))).hex().upper())
+        born, store, msg_id = pa.array(born_l), pa.array(store_l), pa.array(ids)
+    cols = [
+        pa.repeat(pa.scalar(split.name, pa.string()), n),
+        pa.array(P),
+        pa.array(f["total_size"].astype(np.int32)),
+        pa.array(f["magic"].astype(np.int64).astype(np.int32, casting="unsafe")),
+        pa.array(f["body_crc"].astype(np.int32)),
+        pa.array(f["queue_id"].astype(np.int32)),
+        pa.array(f["flag"].astype(np.int32)),
+        pa.array(f["queue_offset"]),
+        pa.array(f["physical_offset"]),
+        pa.array(f["sys_flag"].astype(np.int32)),
+        pa.array(f["born_timestamp"]),
+        born,
+        pa.array(f["store_timestamp"]),
+        store,
+        pa.array(f["reconsume_times"].astype(np.int32)),
+        pa.array(f["prepared_transaction_offset"]),
+        pa.array(body_len.astype(np.int32)),
+        body,
+        topics,
+        props,
+        pc.map_lookup(props, "TAGS", "last"),
+        pc.map_lookup(props, "KEYS", "last"),
+        pc.map_lookup(props, "UNIQ_KEY", "last"),
+        msg_id,
+        crc_col,
+    ]
+    return pa.RecordBatch.from_arrays(cols, schema=ARROW_SCHEMAS["commitlog"])
+
+
+class _Mapped:
+    """A read-only mmap of a file plus a numpy view; closes cleanly once views are dropped."""
+
+    def __init__(self, path: str) -> None:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            self.mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        self.u8 = np.frombuffer(self.mm, dtype=np.uint8) if size else np.zeros(0, np.uint8)
+
+    def close(self) -> None:
+        self.u8 = None
+        if isinstance(self.mm, mmap.mmap):
+            try:
+                self.mm.close()
+            except BufferError:  # a batch still references the map; the GC will close it
+                pass
+
+    def __enter__(self) -> "_Mapped":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def scan_commitlog(split: CommitLogSplit, *, read_body: bool = True, check_crc: bool = True,
+                   batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    """Message rows of one commit-log split (unreadable regions are skipped; see check_commitlog)."""
+    if split.size == 0:
+        return
+    with _Mapped(split.path) as m:
+        for chunk in _walk(m.mm, split, "", None, batch_rows):
+            b = commitlog_batch(m.mm, m.u8, split, chunk, read_body=read_body, check_crc=check_crc)
+            if b is not None:
+                yield b
+
+
+def check_commitlog(split: CommitLogSplit, *, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    """Problems of one commit-log split: magic codes, sizes, lengths, physical offsets, body CRC,
+    the BLANK end-of-file record and the zero tail after the end of data."""
+    rel = f"{COMMITLOG_DIR}/{split.name}"
+    probs = _Problems()
+    if split.size == 0:
+        return
+    with _Mapped(split.path) as m:
+        for chunk in _walk(m.mm, split, rel, probs, batch_rows):
+            commitlog_batch(m.mm, m.u8, split, chunk, problems=probs, rel=rel)
+    if probs.rows:
+        yield probs.batch()
+
+
+# --------------------------------------------------------------------------------------------
+# consume queue
+
+
+def _read_units(path: str, size: int) -> np.ndarray:
+    return np.fromfile(path, dtype=L.CQ_DTYPE, count=size // L.CQ_STORE_UNIT_SIZE)
+
+
+def _written(units: np.ndarray) -> np.ndarray:
+    """Units holding a message: size > 0 and not fillPreBlank's (0, Integer.MAX_VALUE, 0)."""
+    size = units["size"]
+    blank = (units["commitLogOffset"] == 0) & (size == L.INT_MAX) & (units["tagsCode"] == 0)
+    return (size > 0) & ~blank
+
+
+def scan_queue_files(files: list[QueueFile]) -> Iterator[pa.RecordBatch]:
+    schema = ARROW_SCHEMAS["consumequeue"]
+    for qf in files:
+        units = _read_units(qf.path, qf.size)
+        idx = np.flatnonzero(_written(units))
+        if idx.size == 0:
+            continue
+        u = units[idx]
+        n = idx.size
+        file_pos = idx.astype(np.int64) * L.CQ_STORE_UNIT_SIZE
+        yield pa.RecordBatch.from_arrays([
+            pa.repeat(pa.scalar(qf.topic, pa.string()), n),
+            pa.array(np.full(n, qf.queue_id, dtype=np.int32)),
+            pa.repeat(pa.scalar(qf.name, pa.string()), n),
+            pa.array(file_pos),
+            pa.array((int(qf.name) + file_pos) // L.CQ_STORE_UNIT_SIZE),
+            pa.array(u["commitLogOffset"].astype(np.int64)),
+            pa.array(u["size"].astype(np.int32)),
+            pa.array(u["tagsCode"].astype(np.int64)),
+        ], schema=schema)
+
+
+def check_queue_files(files: list[QueueFile], file_size: int) -> Iterator[pa.RecordBatch]:
+    """Per file: its length, its name, and no unwritten unit before a written one."""
+    probs = _Problems()
+    for qf in files:
+        rel = f"{CONSUMEQUEUE_DIR}/{qf.topic}/{qf.queue_id}/{qf.name}"
+        if qf.size % L.CQ_STORE_UNIT_SIZE:
+            probs.add(rel, qf.size - qf.size % L.CQ_STORE_UNIT_SIZE, "cq-file",
+                      f"file length {qf.size} ends inside a {L.CQ_STORE_UNIT_SIZE}-byte unit (truncated)")
+        if file_size and qf.size != file_size:
+            probs.add(rel, min(qf.size, file_size), "cq-file",
+                      f"file length {qf.size} != mappedFileSizeConsumeQueue {file_size}")
+        if file_size and int(qf.name) % file_size:
+            probs.add(rel, 0, "cq-file", f"file name is not a multiple of the file size {file_size}")
+        units = _read_units(qf.path, qf.size)
+        w = _written(units)
+        blank = (units["size"] == L.INT_MAX) & (units["commitLogOffset"] == 0)
+        used = w | blank
+        if used.any():
+            last = int(np.flatnonzero(used)[-1])
+            holes = np.flatnonzero(~used[:last])
+            for h in holes[:20].tolist():
+                probs.add(rel, h * L.CQ_STORE_UNIT_SIZE, "cq-file", "empty unit before written units (hole)")
+            bad = np.flatnonzero(w & ((units["commitLogOffset"] < 0)))
+            for b in bad[:20].tolist():
+                probs.add(rel, b * L.CQ_STORE_UNIT_SIZE, "cq-file", "negative commit-log offset")
+    if probs.rows:
+        yield probs.batch()
+
+
+# --------------------------------------------------------------------------------------------
+# index
+
+
+@dataclass
+class IndexView:
+    header: np.void
+    slots: np.ndarray
+    entries: np.ndarray  # entries[0] is the unused entry 0
+    slot_num: int
+    index_num: int
+    count: int           # used entries are 1..count-1
+
+
+def read_index(ref: IndexFileRef, hash_slot_num: int | None = None, index_num: int | None = None) -> IndexView:
+    s, n = index_geometry(ref.size, hash_slot_num, index_num)
+    raw = np.fromfile(ref.path, dtype=np.uint8)
+    header = raw[:L.INDEX_HEADER_SIZE].view(L.INDEX_HEADER_DTYPE)[0]
+    slots = raw[L.INDEX_HEADER_SIZE:L.INDEX_HEADER_SIZE + s * L.HASH_SLOT_SIZE].view(L.SLOT_DTYPE)["lastIndex"].astype(np.int64)
+    e0 = L.INDEX_HEADER_SIZE + s * L.HASH_SLOT_SIZE
+    have = max(0, min(n, (raw.size - e0) // L.INDEX_ENTRY_SIZE))
+    entries = raw[e0:e0 + have * L.INDEX_ENTRY_SIZE].view(L.INDEX_ENTRY_DTYPE)
+    count = int(header["indexCount"])
+    count = max(1, min(count, have))
+    return IndexView(header, slots, entries, s, n, count)
+
+
+def index_reachability(v: IndexView) -> np.ndarray:
+    """True for entries a lookup of their key finds: walking the chain from the slot of the
+    entry's own hash (as IndexFile.selectPhyOffset does) reaches it. Vectorised per chain step."""
+    count = v.count
+    reach_slot = np.full(count, -1, dtype=np.int64)
+    if count <= 1:
+        return np.zeros(count, dtype=bool)
+    prev = v.entries["prevIndex"][:count].astype(np.int64)
+    heads = v.slots
+    slot_ids = np.flatnonzero((heads > 0) & (heads < count))
+    cur, cur_slot = heads[slot_ids], slot_ids
+    while cur.size:
+        fresh = reach_slot[cur] < 0
+        cur, cur_slot = cur[fresh], cur_slot[fresh]
+        reach_slot[cur] = cur_slot
+        nxt = prev[cur]
+        ok = (nxt > 0) & (nxt < count)
+        cur, cur_slot = nxt[ok], cur_slot[ok]
+    key_hash = v.entries["keyHash"][:count].astype(np.int64)
+    own_slot = np.abs(key_hash) % v.slot_num
+    out = reach_slot == own_slot
+    out[0] = False
+    return out
+
+
+def _index_entry_pos(v: IndexView, i: np.ndarray) -> np.ndarray:
+    return L.INDEX_HEADER_SIZE + v.slot_num * L.HASH_SLOT_SIZE + i * L.INDEX_ENTRY_SIZE
+
+
+def scan_index_files(refs: list[IndexFileRef], hash_slot_num: int | None = None,
+                     index_num: int | None = None) -> Iterator[pa.RecordBatch]:
+    schema = ARROW_SCHEMAS["index"]
+    for ref in refs:
+        v = read_index(ref, hash_slot_num, index_num)
+        if v.count <= 1:
+            continue
+        reach = index_reachability(v)
+        i = np.arange(1, v.count, dtype=np.int64)
+        e = v.entries[1:v.count]
+        kh = e["keyHash"].astype(np.int64)
+        n = i.size
+        yield pa.RecordBatch.from_arrays([
+            pa.repeat(pa.scalar(ref.name, pa.string()), n),
+            pa.array(_index_entry_pos(v, i)),
+            pa.array(i.astype(np.int32)),
+            pa.array((np.abs(kh) % v.slot_num).astype(np.int32)),
+            pa.array(kh.astype(np.int32)),
+            pa.array(e["phyOffset"].astype(np.int64)),
+            pa.array(e["timeDiff"].astype(np.int32)),
+            pa.array(e["prevIndex"].astype(np.int32)),
+            pa.array(np.full(n, int(v.header["beginTimestamp"]), dtype=np.int64)),
+            pa.array(reach[1:]),
+        ], schema=schema)
+
+
+def check_index_files(refs: list[IndexFileRef], hash_slot_num: int | None = None,
+                      index_num: int | None = None) -> Iterator[pa.RecordBatch]:
+    """Header, slot and chain sanity; entries that a lookup of their own key cannot reach are
+    reported once per slot, at the slot's position (e.g. a zeroed slot)."""
+    probs = _Problems()
+    for ref in refs:
+        rel = f"{INDEX_DIR}/{ref.name}"
+        try:
+            v = read_index(ref, hash_slot_num, index_num)
+        except ValueError as e:
+            probs.add(rel, 0, "index", str(e))
+            continue
+        expected = L.index_file_size(v.slot_num, v.index_num)
+        if ref.size != expected:
+            probs.add(rel, min(ref.size, expected), "index", f"file length {ref.size} != {expected} "
+                                                              f"({v.slot_num} slots, {v.index_num} entries)")
+        raw_count = int(v.header["indexCount"])
+        if raw_count < 1 or raw_count > v.index_num:
+            probs.add(rel, 36, "index", f"header indexCount {raw_count} outside 1..{v.index_num}")
+        bad_slots = np.flatnonzero((v.slots < 0) | (v.slots >= v.count))
+        for s in bad_slots[:20].tolist():
+            probs.add(rel, L.INDEX_HEADER_SIZE + s * L.HASH_SLOT_SIZE, "index",
+                      f"slot {s} points to entry {int(v.slots[s])} beyond indexCount {v.count}")
+        if v.count <= 1:
+            continue
+        prev = v.entries["prevIndex"][1:v.count].astype(np.int64)
+        bad_prev = np.flatnonzero((prev < 0) | (prev >= v.count)) + 1
+        for i in bad_prev[:20].tolist():
+            probs.add(rel, int(_index_entry_pos(v, np.int64(i))), "index",
+                      f"entry {i} links to entry {int(v.entries['prevIndex'][i])} beyond indexCount {v.count}")
+        reach = index_reachability(v)
+        lost = np.flatnonzero(~reach[1:]) + 1
+        if lost.size:
+            kh = v.entries["keyHash"][lost].astype(np.int64)
+            slots = np.abs(kh) % v.slot_num
+            order = np.argsort(slots, kind="stable")
+            uniq, first = np.unique(slots[order], return_index=True)
+            counts = np.diff(np.append(first, lost.size))
+            for s, fi, c in zip(uniq.tolist(), first.tolist(), counts.tolist()):
+                i0 = int(lost[order[fi]])
+                probs.add(rel, L.INDEX_HEADER_SIZE + s * L.HASH_SLOT_SIZE, "index",
+                          f"slot {s} (value {int(v.slots[s])}) does not lead to {c} entr{'y' if c == 1 else 'ies'} "
+                          f"of its keys (first: entry {i0} at {int(_index_entry_pos(v, np.int64(i0)))})")
+    if probs.rows:
+        yield probs.batch()

@@ -1,0 +1,50 @@
+"""A SparkSession with the ``rocketmq`` data source registered.
+
+Local mode by default (``local[2]``); ``master`` may be any Spark master URL (for a cluster,
+run through spark-submit so the rmqd packages reach the executors, see spark/datasource.py).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from spark.datasource import RocketMQDataSource
+
+
+def get_session(master: str | None = None, app_name: str = "rmqd-spark", *,
+                driver_memory: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
+    """Build (or reuse) the session. Python workers run the interpreter running this code, so
+    they import the same rmqd packages."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master and master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no hostname lookup warnings in local mode
+    b = SparkSession.builder.appName(app_name)
+    if master:
+        b = b.master(master)
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.python.worker.reuse": "true",
+    }
+    if driver_memory:
+        settings["spark.driver.memory"] = driver_memory
+    settings.update(conf or {})
+    for k, v in settings.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(RocketMQDataSource)
+    return spark
+
+
+def read(spark: SparkSession, store: str, kind: str, **options: str):
+    """``spark.read.format("rocketmq")`` with ``kind`` and string options."""
+    r = spark.read.format("rocketmq").option("kind", kind)
+    for k, v in options.items():
+        r = r.option(k, str(v))
+    return r.load(str(store))

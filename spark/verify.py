@@ -1,0 +1,348 @@
+"""``rmqd spark verify``: prove a store is consistent (and, with --against, equal to another).
+
+Checks, all run as Spark jobs over the ``rocketmq`` data source:
+1. record integrity -- magic codes, sizes, inner lengths, PHYSICALOFFSET, body CRC, the BLANK
+   end-of-file record and the zero tail (data source kind ``problems``);
+2. consume queues vs the commit log -- every unit points at a record of that topic and queue
+   with the same size, queue offset and tag code; queue offsets contiguous; every dispatched
+   record (not PREPARED/ROLLBACK) is in its queue (unless its queue's files expired);
+3. index vs the commit log -- every ``topic#UNIQ_KEY`` and ``topic#KEY`` of every record (not
+   ROLLBACK) is found through its hash slot's chain;
+4. with ``against``: the two stores are laid out alike and hold the same messages queue by
+   queue, in the same order (topic, queue, queue offset, body, properties, flag, sysFlag,
+   reconsume times); timestamps, hosts and physical offsets may differ.
+Every problem names ``file:offset`` (the file relative to its store directory).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
+
+from spark import scan
+from spark.session import read
+from store.config import MessageStoreConfig
+from store.consumequeue import tags_code_of
+from store.indexfile import build_key, index_key_hash
+from wire.message import MessageConst, MessageSysFlag
+
+TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+DISPATCHED_TYPES = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    file: str
+    offset: int
+    check: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.offset}: [{self.check}] {self.problem}"
+
+
+@dataclass
+class CheckResult:
+    name: str
+    checked: int
+    problems: list[Problem] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
+class VerifyReport:
+    store: str
+    against: str | None
+    checks: list[CheckResult]
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [p for c in self.checks for p in c.problems]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _problems(df: DataFrame, limit: int | None) -> list[Problem]:
+    rows = (df.orderBy("file", "offset", "problem").limit(limit) if limit else df.orderBy("file", "offset", "problem")).collect()
+    return [Problem(r["file"], int(r["offset"]), r["check"], r["problem"]) for r in rows]
+
+
+def _physical(df: DataFrame) -> DataFrame:
+    """The record's real position: file start offset + position in the file."""
+    return df.withColumn("pos", F.col("file").cast("long") + F.col("filePos"))
+
+
+# --------------------------------------------------------------------------------------------
+# expected values computed with store/'s own functions (Arrow batch in, Arrow batch out)
+
+_KEYS_OUT = ArrayType(StructType([StructField("key", StringType(), False),
+                                  StructField("keyHash", IntegerType(), False)]), False)
+
+
+def _delay_table(delay_levels: str | None) -> dict[int, int]:
+    cfg = MessageStoreConfig()
+    if delay_levels:
+        cfg.messageDelayLevel = delay_levels
+    return {i + 1: ms for i, ms in enumerate(cfg.delay_levels_ms())}
+
+
+def expected_tags_code_udf(delay_levels: str | None):
+    """tagsCode as the dispatcher computes it (store.consumequeue.tags_code_of), as a plain
+    Python UDF (no pandas needed)."""
+    table = _delay_table(delay_levels)
+
+    def code(topic: str, tags: str | None, delay: str | None, store_ts: int) -> int:
+        props = {}
+        if tags is not None:
+            props[MessageConst.PROPERTY_TAGS] = tags
+        if delay is not None:
+            props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = delay
+        try:
+            return tags_code_of(topic, props, store_ts, table)
+        except ValueError:  # a DELAY that is not a number
+            return 0
+    return F.udf(code, LongType(), useArrow=False)
+
+
+def _index_keys(topic: str, uniq: str | None, keys: str | None) -> list[tuple[str, int]]:
+    """The keys IndexService.buildIndex puts for a record: topic#UNIQ_KEY, topic#each KEYS token."""
+    ks = [uniq] if uniq is not None else []
+    if keys:
+        ks += [k for k in keys.split(MessageConst.KEY_SEPARATOR) if k]
+    return [(build_key(topic, k), index_key_hash(build_key(topic, k))) for k in ks]
+
+
+index_keys_udf = F.udf(_index_keys, _KEYS_OUT, useArrow=False)
+
+
+# --------------------------------------------------------------------------------------------
+# the checks
+
+
+def _lit_problem(check: str, file_col, offset_col, message_col) -> list:
+    return [file_col.alias("file"), offset_col.cast("long").alias("offset"), F.lit(check).alias("check"),
+            message_col.alias("problem")]
+
+
+def _file_problems(spark: SparkSession, store: str, options: dict) -> DataFrame:
+    return read(spark, store, "problems", **options).cache()
+
+
+def check_records(records: DataFrame, file_problems: DataFrame, limit: int | None) -> CheckResult:
+    probs = file_problems.where(F.col("check").isin("record", "body-crc", "blank-tail"))
+    return CheckResult("record integrity", records.count(), _problems(probs, limit))
+
+
+def check_consume_queues(records: DataFrame, units: DataFrame, file_problems: DataFrame,
+                         delay_levels: str | None, limit: int | None) -> CheckResult:
+    cq_loc = F.concat_ws("/", F.lit(scan.CONSUMEQUEUE_DIR), F.col("u.topic"), F.col("u.queueId").cast("string"), F.col("u.file"))
+    tags = expected_tags_code_udf(delay_levels)("topic", "tags", F.col("properties")[MessageConst.PROPERTY_DELAY_TIME_LEVEL],
+                                                "storeTimestamp")
+    rec = records.select("pos", "topic", "queueId", "queueOffset", "totalSize", "sysFlag", "file", "filePos",
+                         tags.alias("expectedTagsCode"))
+    u = units.alias("u")
+    j = u.join(rec.alias("r"), F.col("u.commitLogOffset") == F.col("r.pos"), "left").cache()
+    missing_rec = j.where(F.col("r.pos").isNull()).select(*_lit_problem(
+        "cq-unit", cq_loc, F.col("u.filePos"),
+        F.format_string("unit %d of %s/%d points to commit-log offset %d where no record starts",
+                        F.col("u.queueOffset"), F.col("u.topic"), F.col("u.queueId"), F.col("u.commitLogOffset"))))
+    rloc = F.concat_ws("", F.lit(scan.COMMITLOG_DIR + "/"), F.col("r.file"), F.lit(":"), F.col("r.filePos").cast("string"))
+    wrong_queue = j.where(F.col("r.pos").isNotNull() & ((F.col("u.topic") != F.col("r.topic")) | (F.col("u.queueId") != F.col("r.queueId")))).select(
+        *_lit_problem("cq-unit", cq_loc, F.col("u.filePos"),
+                      F.format_string("unit %d of %s/%d points to a record of %s/%d at %s",
+                                      F.col("u.queueOffset"), F.col("u.topic"), F.col("u.queueId"),
+                                      F.col("r.topic"), F.col("r.queueId"), rloc)))
+    same = j.where(F.col("r.pos").isNotNull() & (F.col("u.topic") == F.col("r.topic")) & (F.col("u.queueId") == F.col("r.queueId")))
+    wrong_size = same.where(F.col("u.size") != F.col("r.totalSize")).select(*_lit_problem(
+        "cq-unit", cq_loc, F.col("u.filePos"),
+        F.format_string("unit size %d != record size %d at %s", F.col("u.size"), F.col("r.totalSize"), rloc)))
+    wrong_off = same.where(F.col("u.queueOffset") != F.col("r.queueOffset")).select(*_lit_problem(
+        "cq-unit", cq_loc, F.col("u.filePos"),
+        F.format_string("unit is queue offset %d but the record at %s has queue offset %d",
+                        F.col("u.queueOffset"), rloc, F.col("r.queueOffset"))))
+    wrong_tags = same.where(F.col("u.tagsCode") != F.col("r.expectedTagsCode")).select(*_lit_problem(
+        "cq-unit", cq_loc, F.col("u.filePos"),
+        F.format_string("tags code %d != %d expected from the record at %s",
+                        F.col("u.tagsCode"), F.col("r.expectedTagsCode"), rloc)))
+    # contiguity: a gap between two consecutive units of a queue
+    w = Window.partitionBy("topic", "queueId").orderBy("queueOffset")
+    seq = units.select("topic", "queueId", "queueOffset", "file", "filePos",
+                       F.lag("queueOffset").over(w).alias("prevOff"), F.lag("file").over(w).alias("prevFile"),
+                       F.lag("filePos").over(w).alias("prevPos"))
+    gaps = seq.where(F.col("prevOff").isNotNull() & (F.col("queueOffset") != F.col("prevOff") + 1)).select(
+        *_lit_problem("cq-order",
+                      F.concat_ws("/", F.lit(scan.CONSUMEQUEUE_DIR), F.col("topic"), F.col("queueId").cast("string"), F.col("prevFile")),
+                      F.col("prevPos") + 20,
+                      F.format_string("queue %s/%d jumps from offset %d to %d",
+                                      F.col("topic"), F.col("queueId"), F.col("prevOff"), F.col("queueOffset"))))
+    # dispatched records missing from their queue (records below a queue's first unit expired with it)
+    bounds = units.groupBy("topic", "queueId").agg(F.min("queueOffset").alias("minOff"))
+    dispatched = records.where((F.col("sysFlag").bitwiseAND(TRAN_MASK)).isin(*DISPATCHED_TYPES))
+    not_in = dispatched.join(units.select(F.col("commitLogOffset").alias("pos")), "pos", "left_anti") \
+        .join(bounds, ["topic", "queueId"], "left") \
+        .where(F.col("minOff").isNull() | (F.col("queueOffset") >= F.col("minOff")))
+    missing = not_in.select(*_lit_problem(
+        "cq-missing", F.concat_ws("/", F.lit(scan.COMMITLOG_DIR), F.col("file")), F.col("filePos"),
+        F.format_string("record of %s/%d queue offset %d is not in its consume queue",
+                        F.col("topic"), F.col("queueId"), F.col("queueOffset"))))
+    files = file_problems.where(F.col("check") == "cq-file")
+    allp = missing_rec.unionByName(wrong_queue).unionByName(wrong_size).unionByName(wrong_off) \
+        .unionByName(wrong_tags).unionByName(gaps).unionByName(missing).unionByName(files)
+    try:
+        return CheckResult("consume queues vs commit log", units.count(), _problems(allp, limit))
+    finally:
+        j.unpersist()
+
+
+def check_index(records: DataFrame, entries: DataFrame, file_problems: DataFrame, limit: int | None) -> CheckResult:
+    files = file_problems.where(F.col("check") == "index")
+    if not entries.take(1) and files.count() == 0:
+        return CheckResult("index vs commit log", 0, [], note="no index entries: skipped")
+    first_begin = entries.agg(F.min("commitLogOffset")).first()[0] or 0
+    rec = records.where((F.col("sysFlag").bitwiseAND(TRAN_MASK) != MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
+                        & (F.col("pos") >= F.lit(first_begin)))
+    keys = rec.select("pos", F.explode(index_keys_udf("topic", "uniqKey", "keys")).alias("k")) \
+        .select("pos", "k.key", "k.keyHash")
+    found = entries.where("reachable").select(F.col("commitLogOffset").alias("pos"), "keyHash").distinct()
+    lost = keys.join(found, ["pos", "keyHash"], "left_anti").join(records.select("pos", "file", "filePos"), "pos")
+    lost_p = lost.select(*_lit_problem(
+        "index-missing", F.concat_ws("/", F.lit(scan.COMMITLOG_DIR), F.col("file")), F.col("filePos"),
+        F.format_string("key '%s' (hash %d) of this record is not found in the index", F.col("key"), F.col("keyHash"))))
+    return CheckResult("index vs commit log", keys.count(), _problems(lost_p.unionByName(files), limit))
+
+
+# --------------------------------------------------------------------------------------------
+# --against
+
+
+def describe_layout(store: str) -> dict[str, object]:
+    """What two RocketMQ stores must share to be 'laid out alike' (directory listing only)."""
+    root = Path(store)
+    cl = scan.commitlog_files(root)
+    cq = scan.queue_files(root)
+    ix = scan.index_files(root)
+    cl_sizes = Counter(s for _n, _p, _b, s in cl)
+    cfg = root / "config"
+    return {
+        "commitlog file size": cl_sizes.most_common(1)[0][0] if cl_sizes else None,
+        "commitlog file names": "20-digit start offsets" if cl else None,
+        "consume queues (topic/queueId)": sorted({f"{f.topic}/{f.queue_id}" for f in cq}),
+        "consume queue file size": scan.infer_queue_file_size(cq) or None,
+        "index file size": Counter(r.size for r in ix).most_common(1)[0][0] if ix else None,
+        "checkpoint": (root / "checkpoint").stat().st_size if (root / "checkpoint").is_file() else None,
+        "config files": sorted(p.name for p in cfg.iterdir() if p.suffix == ".json") if cfg.is_dir() else None,
+    }
+
+
+def check_layout(a: str, b: str) -> CheckResult:
+    la, lb = describe_layout(a), describe_layout(b)
+    probs = []
+    notes = []
+    for k in la:
+        if k == "config files" and (la[k] is None or lb[k] is None):
+            # a store written without its broker (e.g. by a tool) has no config/: nothing to compare
+            if la[k] != lb[k]:
+                notes.append(f"config/ absent in {'this' if la[k] is None else 'the other'} store, not compared")
+            continue
+        if la[k] != lb[k]:
+            va, vb = la[k], lb[k]
+            if isinstance(va, list) and isinstance(vb, list):
+                only_a = sorted(set(va) - set(vb))
+                only_b = sorted(set(vb) - set(va))
+                detail = f"only in this store: {only_a[:10]}; only in the other: {only_b[:10]}"
+            else:
+                detail = f"{va} here, {vb} in the other store"
+            probs.append(Problem(".", 0, "layout", f"{k} differ: {detail}"))
+    return CheckResult("layout alike (--against)", len(la), probs, note="; ".join(notes))
+
+
+def _logical(records: DataFrame, ignore: list[str]) -> DataFrame:
+    props = F.col("properties")
+    if ignore:
+        props = F.map_filter(props, lambda k, v: ~k.isin(*ignore))
+    w = Window.partitionBy("topic", "queueId", "queueOffset").orderBy("pos")
+    return records.select(
+        "topic", "queueId", "queueOffset", "pos", "file", "filePos", "flag", "sysFlag", "reconsumeTimes",
+        F.sha2("body", 256).alias("bodySha"), F.array_sort(F.map_entries(props)).alias("props"),
+    ).withColumn("dup", F.row_number().over(w))
+
+
+def check_content(a: DataFrame, b: DataFrame, ignore: list[str], limit: int | None) -> CheckResult:
+    la = _logical(a, ignore).alias("a")
+    lb = _logical(b, ignore).alias("b")
+    key = ["topic", "queueId", "queueOffset", "dup"]
+    j = la.join(lb, [F.col(f"a.{k}") == F.col(f"b.{k}") for k in key], "full_outer")
+    loc_a = F.concat_ws("/", F.lit(scan.COMMITLOG_DIR), F.col("a.file"))
+    loc_b = F.concat_ws("", F.lit(scan.COMMITLOG_DIR + "/"), F.col("b.file"), F.lit(":"), F.col("b.filePos").cast("string"))
+    only_a = j.where(F.col("b.topic").isNull()).select(*_lit_problem(
+        "content", loc_a, F.col("a.filePos"),
+        F.format_string("%s/%d queue offset %d is not in the other store", F.col("a.topic"), F.col("a.queueId"), F.col("a.queueOffset"))))
+    only_b = j.where(F.col("a.topic").isNull()).select(*_lit_problem(
+        "content", F.concat_ws("", F.lit("(other) "), F.lit(scan.COMMITLOG_DIR + "/"), F.col("b.file")), F.col("b.filePos"),
+        F.format_string("%s/%d queue offset %d is only in the other store", F.col("b.topic"), F.col("b.queueId"), F.col("b.queueOffset"))))
+    both = j.where(F.col("a.topic").isNotNull() & F.col("b.topic").isNotNull())
+    diffs = []
+    for name in ("bodySha", "props", "flag", "sysFlag", "reconsumeTimes"):
+        diffs.append(F.when(~F.col(f"a.{name}").eqNullSafe(F.col(f"b.{name}")), F.lit(name.replace("bodySha", "body").replace("props", "properties"))))
+    differ = both.select("*", F.concat_ws(", ", *diffs).alias("fields")).where(F.col("fields") != "")
+    diff_p = differ.select(*_lit_problem(
+        "content", loc_a, F.col("a.filePos"),
+        F.format_string("%s/%d queue offset %d differs from the other store's record at %s in: %s",
+                        F.col("a.topic"), F.col("a.queueId"), F.col("a.queueOffset"), loc_b, F.col("fields"))))
+    return CheckResult("same messages (--against)", a.count(), _problems(only_a.unionByName(only_b).unionByName(diff_p), limit))
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _records(spark: SparkSession, store: str, options: dict, body: bool) -> DataFrame:
+    opts = dict(options)
+    opts.update(body="true" if body else "false", checkCrc="false")
+    return _physical(read(spark, store, "commitlog", **opts))
+
+
+def verify_store(spark: SparkSession, store: str, *, against: str | None = None, options: dict | None = None,
+                 delay_levels: str | None = None, ignore_properties: list[str] | None = None,
+                 limit: int | None = None) -> VerifyReport:
+    """Run every check on ``store`` (and the comparison with ``against``); problems are listed in
+    file/offset order, at most ``limit`` per check (None = all)."""
+    for s in [store] + ([against] if against else []):
+        if not (Path(s) / scan.COMMITLOG_DIR).is_dir():
+            raise FileNotFoundError(f"{s}: not a RocketMQ store directory (no {scan.COMMITLOG_DIR}/)")
+    options = dict(options or {})
+    fp = _file_problems(spark, store, options)
+    records = _records(spark, store, options, body=False).cache()
+    units = read(spark, store, "consumequeue", **options).cache()
+    entries = read(spark, store, "index", **options).cache()
+    try:
+        checks = [check_records(records, fp, limit),
+                  check_consume_queues(records, units, fp, delay_levels, limit),
+                  check_index(records, entries, fp, limit)]
+        if against:
+            checks.append(check_layout(store, against))
+            a = _records(spark, store, options, body=True)
+            b = _records(spark, against, options, body=True)
+            checks.append(check_content(a, b, list(ignore_properties or []), limit))
+    finally:
+        for df in (fp, records, units, entries):
+            df.unpersist()
+    return VerifyReport(store, against, checks)
+
+
+def format_report(report: VerifyReport) -> str:
+    """The summary table, then one line per problem."""
+    w = max(len(c.name) for c in report.checks)
+    lines = [f"rmqd spark verify {report.store}" + (f" --against {report.against}" if report.against else ""),
+             f"{'check'.ljust(w)}  {'checked':>10}  {'problems':>8}  result"]
+    for c in report.checks:
+        res = "FAILED" if c.problems else ("skipped" if c.checked == 0 else "ok")
+        lines.append(f"{c.name.ljust(w)}  {c.checked:>10}  {len(c.problems):>8}  {res}" + (f" ({c.note})" if c.note else ""))
+    for p in report.problems:
+        lines.append(str(p))
+    lines.append("OK" if report.ok else f"FAILED: {len(report.problems)} problem(s)")
+    return "\n".join(lines)

@@ -1,0 +1,35 @@
+"""Shared fixtures for the Spark tests: fixture store paths and one local Spark session per module."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
+CLEAN = FIXTURES / "rocketmq-4.9-store"
+CRASHED = FIXTURES / "rocketmq-4.9-store-crashed"
+
+
+def copy_store(src: Path, dst: Path) -> Path:
+    """A writable copy of a fixture store (the fixtures themselves are read-only)."""
+    out = dst / src.name
+    shutil.copytree(src / "store", out)
+    for p in out.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    out.chmod(0o755)
+    return out
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """local[2], small memory, quiet; stopped at the end of the module."""
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None:
+        pytest.skip("no Java on this machine")
+    from spark.session import get_session
+    session = get_session("local[2]", "rmqd-tests", driver_memory="512m",
+                          conf={"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "2",
+                                "spark.executor.memory": "512m"})
+    yield session
+    session.stop()

@@ -1,0 +1,196 @@
+"""The columnar readers (no Spark): rows equal RocketMQ's own decoding of the fixture stores,
+whatever the split size; corrupt input is reported with file and offset."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import shutil
+
+import pytest
+
+np = pytest.importorskip("numpy")
+pa = pytest.importorskip("pyarrow")
+pytest.importorskip("pyspark")
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from spark import scan  # noqa: E402
+from tests.spark.conftest import CLEAN, CRASHED, copy_store  # noqa: E402
+from wire.message import decode_properties, encode_record  # noqa: E402
+
+
+def _dump(fixture, name):
+    with gzip.open(fixture / "dump" / name, "rt") as fh:
+        return [json.loads(line) for line in fh]
+
+
+def _rows(root, split_size=scan.DEFAULT_SPLIT_SIZE, **kw):
+    batches = [b for sp in scan.plan_commitlog(root, split_size) for b in scan.scan_commitlog(sp, **kw)]
+    return pa.Table.from_batches(batches).to_pylist() if batches else []
+
+
+def _problems(root, split_size=scan.DEFAULT_SPLIT_SIZE):
+    out = []
+    for sp in scan.plan_commitlog(root, split_size):
+        for b in scan.check_commitlog(sp):
+            out += b.to_pylist()
+    return out
+
+
+@pytest.mark.parametrize("fixture", [CLEAN, CRASHED], ids=["clean", "crashed"])
+def test_commitlog_rows_equal_rocketmq_dump(fixture):
+    dump = [d for d in _dump(fixture, "commitlog-dump.jsonl.gz") if d["record"] == "MESSAGE"]
+    rows = _rows(fixture / "store")
+    assert len(rows) == len(dump) == (2061 if fixture == CLEAN else 3919)
+    for r, d in zip(rows, dump):
+        assert (r["file"], r["filePos"]) == (d["file"], d["filePos"])
+        for k in ("totalSize", "bodyCRC", "queueId", "flag", "queueOffset", "sysFlag", "bornTimestamp",
+                  "storeTimestamp", "reconsumeTimes", "preparedTransactionOffset", "topic", "offsetMsgId"):
+            assert r[k] == d[k], (k, d["filePos"])
+        assert r["physicalOffset"] == d["physicalOffsetField"]
+        assert r["magic"] == int(d["magic"], 16) - (1 << 32)
+        assert "/" + r["bornHost"] == d["bornHost"] and "/" + r["storeHost"] == d["storeHost"]
+        assert dict(r["properties"]) == d["properties"]
+        assert r["tags"] == d["properties"].get("TAGS") and r["keys"] == d["properties"].get("KEYS")
+        assert r["uniqKey"] == d["properties"].get("UNIQ_KEY")
+        assert hashlib.sha256(r["body"]).hexdigest() == d["storedBodySha256"]
+        assert r["bodyLength"] == d["storedBodyLength"] and r["crc_ok"] is True
+    assert _problems(fixture / "store") == []
+
+
+def test_manifest_messages_are_all_read():
+    rows = _rows(CLEAN / "store", read_body=False)
+    uniq = {r["uniqKey"] for r in rows}
+    manifest = [json.loads(line) for line in open(CLEAN / "manifest.jsonl")]
+    sent = [m for m in manifest if m.get("sendStatus", "SEND_OK") == "SEND_OK" or m["kind"] == "oneway"]
+    missing = [m["seq"] for m in sent if m["msgId"] and "," not in m["msgId"] and m["msgId"] not in uniq]
+    assert missing == []
+    assert all(r["body"] is None and r["crc_ok"] is True for r in rows)
+
+
+@pytest.mark.parametrize("split_size", [4096, 65536 + 7, 300_001])
+def test_split_size_does_not_change_rows(split_size):
+    root = CRASHED / "store"
+    whole = [(r["file"], r["filePos"], r["offsetMsgId"]) for r in _rows(root, read_body=False, check_crc=False)]
+    split = [(r["file"], r["filePos"], r["offsetMsgId"]) for r in _rows(root, split_size, read_body=False, check_crc=False)]
+    assert split == whole and len(whole) == 3919
+    assert _problems(root, split_size) == []
+
+
+def test_bad_magic_is_located_and_reading_resumes(tmp_path):
+    root = copy_store(CLEAN, tmp_path)
+    path = root / "commitlog" / "00000000000000000000"
+    data = bytearray(path.read_bytes())
+    data[485 + 4:485 + 8] = b"\x00\x11\x22\x33"  # magic of the 3rd record (key-1k)
+    data[3409:3409 + 4] = (10**9).to_bytes(4, "big")  # size of the 7th record
+    path.write_bytes(bytes(data))
+    probs = _problems(root, 65536)
+    locs = {(p["file"], p["offset"]) for p in probs}
+    assert ("commitlog/00000000000000000000", 485) in locs
+    assert ("commitlog/00000000000000000000", 3409) in locs
+    rows = _rows(root, 65536, read_body=False)
+    assert len(rows) == 2061 - 2  # both damaged records skipped, everything else still read
+    assert {r["filePos"] for r in rows if r["file"] == "00000000000000000000"} >= {0, 193, 1695, 2927, 3230, 7700}
+
+
+def test_blank_tail_and_garbage_after_end(tmp_path):
+    root = copy_store(CLEAN, tmp_path)
+    f0 = root / "commitlog" / "00000000000000000000"
+    data = bytearray(f0.read_bytes())
+    data[1047541:1047545] = (1000).to_bytes(4, "big")  # BLANK size no longer reaches the end
+    f0.write_bytes(bytes(data))
+    f2 = root / "commitlog" / "00000000000002097152"
+    data = bytearray(f2.read_bytes())
+    data[900_000] = 7  # a stray byte after the end of data (863276)
+    f2.write_bytes(bytes(data))
+    locs = {(p["file"], p["offset"], p["check"]) for p in _problems(root)}
+    assert ("commitlog/00000000000000000000", 1047541, "blank-tail") in locs
+    assert ("commitlog/00000000000002097152", 900_000, "blank-tail") in locs
+
+
+def test_ipv6_hosts_and_v2_topic(tmp_path):
+    d = tmp_path / "store" / "commitlog"
+    d.mkdir(parents=True)
+    recs = []
+    pos = 0
+    for i, (born, store, topic) in enumerate([("::1", "127.0.0.1", "T" * 200), ("10.0.0.1", "fe80::2", "t"),
+                                              ("1.2.3.4", "5.6.7.8", "plain")]):
+        r = encode_record(queue_id=i, flag=0, queue_offset=i, physical_offset=pos, sys_flag=0, born_timestamp=1,
+                          born_ip=born, born_port=1000 + i, store_timestamp=2, store_ip=store, store_port=10911,
+                          reconsume_times=0, prepared_transaction_offset=0, body=b"b%d" % i, topic=topic,
+                          properties={"TAGS": "x", "KEYS": "a b"})
+        recs.append(r)
+        pos += len(r)
+    (d / ("%020d" % 0)).write_bytes(b"".join(recs) + bytes(4096))
+    rows = _rows(tmp_path / "store")
+    assert [r["topic"] for r in rows] == ["T" * 200, "t", "plain"]
+    assert rows[0]["bornHost"] == "0:0:0:0:0:0:0:1:1000" and rows[1]["storeHost"] == "fe80:0:0:0:0:0:0:2:10911"
+    assert rows[2]["bornHost"] == "1.2.3.4:1002" and len(rows[1]["offsetMsgId"]) == 56
+    assert all(r["crc_ok"] and r["tags"] == "x" for r in rows)
+    assert _problems(tmp_path / "store") == []
+
+
+_PROP_TEXT = st.text(alphabet=st.sampled_from(["a", "Z", "\x01", "\x02", "é", "値", " ", "="]), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PROP_TEXT, min_size=1, max_size=20))
+def test_properties_map_follows_java_rules(texts):
+    arr = pa.array(texts, pa.string())
+    got = scan.properties_map(arr).to_pylist()
+    for t, g in zip(texts, got):
+        m = {}
+        for k, v in g:  # duplicate names: the later one wins, as in a Java HashMap
+            m[k] = v
+        assert m == decode_properties(t)
+
+
+@pytest.mark.parametrize("fixture", [CLEAN, CRASHED], ids=["clean", "crashed"])
+def test_consume_queue_rows_equal_dump(fixture):
+    dump = _dump(fixture, "consumequeue-dump.jsonl.gz")
+    files = scan.queue_files(fixture / "store")
+    rows = pa.Table.from_batches(list(scan.scan_queue_files(files))).to_pylist()
+    key = lambda r: (r["topic"], r["queueId"], r["file"], r["filePos"])  # noqa: E731
+    got = sorted((key(r), r["queueOffset"], r["commitLogOffset"], r["size"], r["tagsCode"]) for r in rows)
+    want = sorted((key(d), d["logicalOffset"], d["commitLogOffset"], d["size"], d["tagsCode"]) for d in dump)
+    assert got == want
+    assert scan.infer_queue_file_size(files) == 6000
+    assert list(scan.check_queue_files(files, 6000)) == []
+
+
+@pytest.mark.parametrize("fixture", [CLEAN, CRASHED], ids=["clean", "crashed"])
+def test_index_rows_equal_dump(fixture):
+    dump = [d for d in _dump(fixture, "index-dump.jsonl.gz") if d["record"] == "ENTRY"]
+    refs = scan.index_files(fixture / "store")
+    rows = pa.Table.from_batches(list(scan.scan_index_files(refs))).to_pylist()
+    got = sorted((r["file"], r["indexNo"], r["keyHash"], r["slot"], r["commitLogOffset"], r["timeDiff"], r["prevIndex"])
+                 for r in rows)
+    want = sorted((d["file"], d["indexNo"], d["keyHash"], d["slot"], d["phyOffset"], d["timeDiffSec"], d["prevIndexNo"])
+                  for d in dump)
+    assert got == want and all(r["reachable"] for r in rows)
+    assert scan.index_geometry(84040) == (1000, 4000)
+    assert scan.index_geometry(420_000_040) == (5_000_000, 20_000_000)
+    assert list(scan.check_index_files(refs)) == []
+
+
+def test_zeroed_index_slot_makes_its_chain_unreachable(tmp_path):
+    root = copy_store(CLEAN, tmp_path)
+    f = root / "index" / "20261122025528885"
+    data = bytearray(f.read_bytes())
+    data[40 + 456 * 4:40 + 457 * 4] = bytes(4)
+    f.write_bytes(bytes(data))
+    probs = [p for b in scan.check_index_files(scan.index_files(root)) for p in b.to_pylist()]
+    assert [(p["file"], p["offset"]) for p in probs] == [("index/20261122025528885", 40 + 456 * 4)]
+    rows = pa.Table.from_batches(list(scan.scan_index_files(scan.index_files(root)))).to_pylist()
+    lost = [r for r in rows if not r["reachable"]]
+    assert lost and all(r["slot"] == 456 and r["file"] == "20261122025528885" for r in lost)
+
+
+def test_empty_and_missing_dirs(tmp_path):
+    (tmp_path / "commitlog").mkdir()
+    (tmp_path / "commitlog" / ("%020d" % 0)).write_bytes(bytes(8192))
+    assert _rows(tmp_path) == [] and _problems(tmp_path) == []
+    assert scan.queue_files(tmp_path) == [] and scan.index_files(tmp_path) == []
+    shutil.rmtree(tmp_path / "commitlog")
+    assert scan.plan_commitlog(tmp_path) == []

@@ -1,0 +1,840 @@
+"""Remoting body shapes (RocketMQ's RemotingSerializable classes) as dataclasses.
+
+Encoding follows fastjson 1.2.x as the Java name server and broker write it: bean fields in
+alphabetical order, null fields left out, enums by name, Long map keys unquoted unless the
+browser-compatible form is asked for (GET_ROUTEINFO_BY_TOPIC for clients >= V4_9_4), maps
+keyed by objects (ConsumeStats, TopicStatsTable) with the key object written as JSON.
+
+Decoding is lenient the way fastjson is, because real clients differ (see
+shared/reference/client-wire-observations.md): enums as names or ordinals (C++ sends
+`consumeType: 1`), booleans as true/false, "true"/"false", "0"/"1", numbers as strings,
+missing collections as empty.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from wire import fastjson
+from wire.errors import WireError
+
+# --------------------------------------------------------------------------------------------
+# lenient scalar coercion (fastjson's TypeUtils.castToXxx behaviour, narrowed to what we meet)
+
+
+def as_bool(value: Any, default: bool = False) -> bool:
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return value != 0
+    text = str(value).strip().lower()
+    if text in ("true", "1", "y", "t"):
+        return True
+    if text in ("false", "0", "n", "f", ""):
+        return False
+    raise WireError(f"cannot read {value!r} as a boolean")
+
+
+def as_int(value: Any, default: int = 0) -> int:
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        try:
+            return int(float(str(value)))
+        except ValueError:
+            raise WireError(f"cannot read {value!r} as a number") from None
+
+
+def as_str(value: Any, default: str | None = None) -> str | None:
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def as_enum(value: Any, enum_cls: type[enum.Enum], default: enum.Enum | None = None) -> Any:
+    """Enum by name (Java, Go, ali-ons) or by ordinal (C++), as fastjson reads either."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, enum_cls):
+        return value
+    members = list(enum_cls)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if 0 <= value < len(members):
+            return members[value]
+        raise WireError(f"ordinal {value} out of range for {enum_cls.__name__}")
+    text = str(value).strip()
+    if text.isdigit():
+        return as_enum(int(text), enum_cls, default)
+    try:
+        return enum_cls[text]
+    except KeyError:
+        raise WireError(f"{text!r} is not a {enum_cls.__name__}") from None
+
+
+def _obj(value: Any, what: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise WireError(f"{what}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, what: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple, set)):
+        raise WireError(f"{what}: expected a JSON array, got {type(value).__name__}")
+    return list(value)
+
+
+# --------------------------------------------------------------------------------------------
+# encoding
+
+
+def to_json_obj(value: Any) -> Any:
+    """Dataclass tree -> plain dict/list tree in fastjson's shape (fields sorted, nulls dropped)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {}
+        for f in sorted(dataclasses.fields(value), key=lambda f: f.name):
+            if f.metadata.get("transient"):
+                continue
+            v = getattr(value, f.name)
+            if v is None:
+                continue
+            out[f.name] = to_json_obj(v)
+        return out
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, dict):
+        return {k: to_json_obj(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_json_obj(v) for v in value]
+    return value
+
+
+def _sort_maps(value: Any) -> Any:
+    """fastjson SerializerFeature.MapSortField: map entries in key order."""
+    if isinstance(value, dict):
+        return {k: _sort_maps(value[k]) for k in sorted(value, key=lambda k: (str(type(k)), k))}
+    if isinstance(value, list):
+        return [_sort_maps(v) for v in value]
+    return value
+
+
+def _dumps_object_keyed(mapping: dict, value_fn: Any) -> str:
+    """fastjson text of a map whose keys are beans: {{"brokerName":..}:{...},...}."""
+    items = [fastjson.dumps(to_json_obj(k)) + ":" + fastjson.dumps(value_fn(v)) for k, v in mapping.items()]
+    return "{" + ",".join(items) + "}"
+
+
+class Body:
+    """Mixin: encode()/decode() for a RemotingSerializable-like dataclass."""
+
+    _OBJECT_KEYS = False  # maps keyed by objects inside (ConsumeStats, TopicStatsTable)
+
+    def to_json_obj(self) -> Any:
+        return to_json_obj(self)
+
+    def to_json(self, *, browser_compatible: bool = False, sort_maps: bool = False) -> str:
+        obj = self.to_json_obj()
+        if sort_maps:
+            obj = _sort_maps(obj)
+        return fastjson.dumps(obj, browser_compatible=browser_compatible)
+
+    def encode(self, *, browser_compatible: bool = False, sort_maps: bool = False) -> bytes:
+        return self.to_json(browser_compatible=browser_compatible, sort_maps=sort_maps).encode("utf-8")
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    @classmethod
+    def decode(cls, data: bytes | bytearray | memoryview | str | None) -> Any:
+        if data is None or len(data) == 0:
+            return cls.from_json_obj({})
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8", errors="strict")
+        try:
+            obj = fastjson.loads(_quote_object_keys(text) if cls._OBJECT_KEYS else text)
+        except WireError as exc:
+            raise WireError(f"{cls.__name__} body: {exc}") from exc
+        return cls.from_json_obj(_obj(obj, cls.__name__))
+
+
+# --------------------------------------------------------------------------------------------
+# enums as RocketMQ names them (declaration order = Java ordinal)
+
+
+class ConsumeType(enum.Enum):
+    CONSUME_ACTIVELY = "PULL"
+    CONSUME_PASSIVELY = "PUSH"
+
+
+class MessageModel(enum.Enum):
+    BROADCASTING = "BROADCASTING"
+    CLUSTERING = "CLUSTERING"
+
+
+class ConsumeFromWhere(enum.Enum):
+    CONSUME_FROM_LAST_OFFSET = 0
+    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = 1
+    CONSUME_FROM_MIN_OFFSET = 2
+    CONSUME_FROM_MAX_OFFSET = 3
+    CONSUME_FROM_FIRST_OFFSET = 4
+    CONSUME_FROM_TIMESTAMP = 5
+
+
+class TopicFilterType(enum.Enum):
+    SINGLE_TAG = 0
+    MULTI_TAG = 1
+
+
+class LanguageName(enum.Enum):
+    """LanguageCode by name, for bodies (Connection.language)."""
+    JAVA = 0
+    CPP = 1
+    DOTNET = 2
+    PYTHON = 3
+    DELPHI = 4
+    ERLANG = 5
+    RUBY = 6
+    OTHER = 7
+    HTTP = 8
+    GO = 9
+    PHP = 10
+    OMS = 11
+    RUST = 12
+    NODE_JS = 13
+
+
+# --------------------------------------------------------------------------------------------
+# name-server bodies
+
+
+@dataclass(slots=True)
+class DataVersion(Body):
+    timestamp: int = 0
+    counter: int = 0
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "DataVersion":
+        obj = _obj(obj, "DataVersion")
+        return cls(timestamp=as_int(obj.get("timestamp")), counter=as_int(obj.get("counter")))
+
+
+PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 0x8, 0x4, 0x2, 0x1
+
+
+@dataclass(slots=True)
+class TopicConfig(Body):
+    topicName: str | None = None
+    readQueueNums: int = 16
+    writeQueueNums: int = 16
+    perm: int = PERM_READ | PERM_WRITE
+    topicFilterType: TopicFilterType = TopicFilterType.SINGLE_TAG
+    topicSysFlag: int = 0
+    order: bool = False
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "TopicConfig":
+        obj = _obj(obj, "TopicConfig")
+        return cls(topicName=as_str(obj.get("topicName")),
+                   readQueueNums=as_int(obj.get("readQueueNums"), 16),
+                   writeQueueNums=as_int(obj.get("writeQueueNums"), 16),
+                   perm=as_int(obj.get("perm"), PERM_READ | PERM_WRITE),
+                   topicFilterType=as_enum(obj.get("topicFilterType"), TopicFilterType, TopicFilterType.SINGLE_TAG),
+                   topicSysFlag=as_int(obj.get("topicSysFlag")),
+                   order=as_bool(obj.get("order")))
+
+
+@dataclass(slots=True)
+class TopicConfigSerializeWrapper(Body):
+    topicConfigTable: dict[str, TopicConfig] = field(default_factory=dict)
+    dataVersion: DataVersion = field(default_factory=DataVersion)
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "TopicConfigSerializeWrapper":
+        obj = _obj(obj, "TopicConfigSerializeWrapper")
+        table = {str(k): TopicConfig.from_json_obj(v)
+                 for k, v in _obj(obj.get("topicConfigTable"), "topicConfigTable").items()}
+        return cls(topicConfigTable=table, dataVersion=DataVersion.from_json_obj(obj.get("dataVersion")))
+
+
+@dataclass(slots=True)
+class RegisterBrokerBody(Body):
+    topicConfigSerializeWrapper: TopicConfigSerializeWrapper = field(default_factory=TopicConfigSerializeWrapper)
+    filterServerList: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "RegisterBrokerBody":
+        obj = _obj(obj, "RegisterBrokerBody")
+        return cls(topicConfigSerializeWrapper=TopicConfigSerializeWrapper.from_json_obj(
+                       obj.get("topicConfigSerializeWrapper")),
+                   filterServerList=[str(s) for s in _list(obj.get("filterServerList"), "filterServerList")])
+
+    # compressed form (broker.conf compressedRegister=true): deflate of
+    # int32 len + DataVersion json, int32 n, n x (int32 len + TopicConfig json), int32 len + filter list json
+    def encode_compressed(self) -> bytes:
+        out = bytearray()
+
+        def put(chunk: bytes) -> None:
+            out.extend(struct.pack(">i", len(chunk)))
+            out.extend(chunk)
+
+        wrapper = self.topicConfigSerializeWrapper
+        put(wrapper.dataVersion.encode())
+        out.extend(struct.pack(">i", len(wrapper.topicConfigTable)))
+        for cfg in wrapper.topicConfigTable.values():
+            put(cfg.encode())
+        put(fastjson.dumps(list(self.filterServerList)).encode("utf-8"))
+        return zlib.compress(bytes(out), 9)
+
+    @classmethod
+    def decode_register(cls, data: bytes | memoryview | None, compressed: bool) -> "RegisterBrokerBody":
+        if not compressed:
+            return cls.decode(data)
+        try:
+            raw = zlib.decompress(bytes(data or b""))
+        except zlib.error as exc:
+            raise WireError(f"RegisterBrokerBody: bad deflate stream: {exc}") from exc
+        pos = 0
+
+        def take() -> bytes:
+            nonlocal pos
+            if pos + 4 > len(raw):
+                raise WireError(f"RegisterBrokerBody: truncated at byte {pos}")
+            (n,) = struct.unpack_from(">i", raw, pos)
+            if n < 0 or pos + 4 + n > len(raw):
+                raise WireError(f"RegisterBrokerBody: bad length {n} at byte {pos}")
+            pos += 4 + n
+            return raw[pos - n:pos]
+
+        body = cls()
+        body.topicConfigSerializeWrapper.dataVersion = DataVersion.decode(take())
+        if pos + 4 > len(raw):
+            raise WireError(f"RegisterBrokerBody: truncated at byte {pos}")
+        (count,) = struct.unpack_from(">i", raw, pos)
+        pos += 4
+        for _ in range(count):
+            cfg = TopicConfig.decode(take())
+            body.topicConfigSerializeWrapper.topicConfigTable[cfg.topicName or ""] = cfg
+        body.filterServerList = [str(s) for s in _list(fastjson.loads(take().decode("utf-8")), "filterServerList")]
+        return body
+
+
+@dataclass(slots=True)
+class QueueData(Body):
+    brokerName: str = ""
+    readQueueNums: int = 0
+    writeQueueNums: int = 0
+    perm: int = 0
+    topicSysFlag: int = 0
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "QueueData":
+        obj = _obj(obj, "QueueData")
+        return cls(brokerName=as_str(obj.get("brokerName"), ""), readQueueNums=as_int(obj.get("readQueueNums")),
+                   writeQueueNums=as_int(obj.get("writeQueueNums")), perm=as_int(obj.get("perm")),
+                   topicSysFlag=as_int(obj.get("topicSysFlag")))
+
+
+@dataclass(slots=True)
+class BrokerData(Body):
+    cluster: str = ""
+    brokerName: str = ""
+    brokerAddrs: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "BrokerData":
+        obj = _obj(obj, "BrokerData")
+        addrs = {as_int(k): str(v) for k, v in _obj(obj.get("brokerAddrs"), "brokerAddrs").items()}
+        return cls(cluster=as_str(obj.get("cluster"), ""), brokerName=as_str(obj.get("brokerName"), ""),
+                   brokerAddrs=addrs)
+
+    def clone(self) -> "BrokerData":
+        return BrokerData(self.cluster, self.brokerName, dict(self.brokerAddrs))
+
+
+@dataclass(slots=True)
+class TopicRouteData(Body):
+    orderTopicConf: str | None = None
+    queueDatas: list[QueueData] = field(default_factory=list)
+    brokerDatas: list[BrokerData] = field(default_factory=list)
+    filterServerTable: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "TopicRouteData":
+        obj = _obj(obj, "TopicRouteData")
+        return cls(orderTopicConf=as_str(obj.get("orderTopicConf")),
+                   queueDatas=[QueueData.from_json_obj(q) for q in _list(obj.get("queueDatas"), "queueDatas")],
+                   brokerDatas=[BrokerData.from_json_obj(b) for b in _list(obj.get("brokerDatas"), "brokerDatas")],
+                   filterServerTable={str(k): [str(x) for x in _list(v, "filterServerTable")]
+                                      for k, v in _obj(obj.get("filterServerTable"), "filterServerTable").items()})
+
+    def encode_for_version(self, version: int, accept_standard_json_only: bool = False) -> bytes:
+        """The body GET_ROUTEINFO_BY_TOPIC sends: standard JSON (quoted keys, sorted maps)
+        for clients >= V4_9_4 or those asking for it, fastjson's default otherwise."""
+        if version >= V4_9_4 or accept_standard_json_only:
+            return self.encode(browser_compatible=True, sort_maps=True)
+        return self.encode()
+
+
+V4_9_4 = 401  # MQVersion.Version.V4_9_4.ordinal()
+
+
+@dataclass(slots=True)
+class ClusterInfo(Body):
+    brokerAddrTable: dict[str, BrokerData] = field(default_factory=dict)
+    clusterAddrTable: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "ClusterInfo":
+        obj = _obj(obj, "ClusterInfo")
+        return cls(brokerAddrTable={str(k): BrokerData.from_json_obj(v)
+                                    for k, v in _obj(obj.get("brokerAddrTable"), "brokerAddrTable").items()},
+                   clusterAddrTable={str(k): [str(x) for x in _list(v, "clusterAddrTable")]
+                                     for k, v in _obj(obj.get("clusterAddrTable"), "clusterAddrTable").items()})
+
+
+@dataclass(slots=True)
+class TopicList(Body):
+    topicList: list[str] = field(default_factory=list)
+    brokerAddr: str | None = None
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "TopicList":
+        obj = _obj(obj, "TopicList")
+        return cls(topicList=[str(t) for t in _list(obj.get("topicList"), "topicList")],
+                   brokerAddr=as_str(obj.get("brokerAddr")))
+
+
+@dataclass(slots=True)
+class KVTable(Body):
+    table: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "KVTable":
+        obj = _obj(obj, "KVTable")
+        return cls(table={str(k): as_str(v, "") for k, v in _obj(obj.get("table"), "table").items()})
+
+
+@dataclass(slots=True)
+class RegisterBrokerResult:
+    """Not a body: what registration returns (the ha/master addresses for a slave + KV table)."""
+    haServerAddr: str | None = None
+    masterAddr: str | None = None
+    kvTable: KVTable | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# client bodies (heartbeat, rebalance, admin)
+
+
+@dataclass(slots=True, eq=False)
+class SubscriptionData(Body):
+    classFilterMode: bool = False
+    topic: str = ""
+    subString: str = "*"
+    tagsSet: list[str] = field(default_factory=list)
+    codeSet: list[int] = field(default_factory=list)
+    subVersion: int = 0
+    expressionType: str = "TAG"
+    filterClassSource: str | None = field(default=None, metadata={"transient": True})
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "SubscriptionData":
+        obj = _obj(obj, "SubscriptionData")
+        return cls(classFilterMode=as_bool(obj.get("classFilterMode")),
+                   topic=as_str(obj.get("topic"), ""),
+                   subString=as_str(obj.get("subString"), "*"),
+                   tagsSet=[str(t) for t in _list(obj.get("tagsSet"), "tagsSet")],
+                   codeSet=[as_int(c) for c in _list(obj.get("codeSet"), "codeSet")],
+                   subVersion=as_int(obj.get("subVersion")),
+                   expressionType=as_str(obj.get("expressionType"), "TAG") or "TAG")
+
+    def _key(self) -> tuple:
+        # Java's SubscriptionData.equals ignores nothing but filterClassSource; subVersion counts
+        return (self.classFilterMode, self.topic, self.subString, frozenset(self.tagsSet),
+                frozenset(self.codeSet), self.subVersion, self.expressionType)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SubscriptionData) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+@dataclass(slots=True)
+class ProducerData(Body):
+    groupName: str = ""
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "ProducerData":
+        return cls(groupName=as_str(_obj(obj, "ProducerData").get("groupName"), ""))
+
+
+@dataclass(slots=True)
+class ConsumerData(Body):
+    groupName: str = ""
+    consumeType: ConsumeType | None = None
+    messageModel: MessageModel | None = None
+    consumeFromWhere: ConsumeFromWhere | None = None
+    subscriptionDataSet: list[SubscriptionData] = field(default_factory=list)
+    unitMode: bool = False
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "ConsumerData":
+        obj = _obj(obj, "ConsumerData")
+        return cls(groupName=as_str(obj.get("groupName"), ""),
+                   consumeType=as_enum(obj.get("consumeType"), ConsumeType),
+                   messageModel=as_enum(obj.get("messageModel"), MessageModel),
+                   consumeFromWhere=as_enum(obj.get("consumeFromWhere"), ConsumeFromWhere),
+                   subscriptionDataSet=[SubscriptionData.from_json_obj(s) for s in
+                                        _list(obj.get("subscriptionDataSet"), "subscriptionDataSet")],
+                   unitMode=as_bool(obj.get("unitMode")))
+
+
+@dataclass(slots=True)
+class HeartbeatData(Body):
+    clientID: str = ""
+    producerDataSet: list[ProducerData] = field(default_factory=list)
+    consumerDataSet: list[ConsumerData] = field(default_factory=list)
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "HeartbeatData":
+        obj = _obj(obj, "HeartbeatData")
+        return cls(clientID=as_str(obj.get("clientID"), ""),
+                   producerDataSet=[ProducerData.from_json_obj(p) for p in
+                                    _list(obj.get("producerDataSet"), "producerDataSet")],
+                   consumerDataSet=[ConsumerData.from_json_obj(c) for c in
+                                    _list(obj.get("consumerDataSet"), "consumerDataSet")])
+
+
+@dataclass(slots=True, frozen=True)
+class MessageQueue(Body):
+    topic: str = ""
+    brokerName: str = ""
+    queueId: int = 0
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "MessageQueue":
+        obj = _obj(obj, "MessageQueue")
+        return cls(topic=as_str(obj.get("topic"), ""), brokerName=as_str(obj.get("brokerName"), ""),
+                   queueId=as_int(obj.get("queueId")))
+
+
+def _mq_set(value: Any, what: str) -> list[MessageQueue]:
+    return [MessageQueue.from_json_obj(m) for m in _list(value, what)]
+
+
+@dataclass(slots=True)
+class ConsumerListByGroupResponseBody(Body):
+    consumerIdList: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "ConsumerListByGroupResponseBody":
+        return cls(consumerIdList=[str(c) for c in _list(_obj(obj, "body").get("consumerIdList"), "consumerIdList")])
+
+
+@dataclass(slots=True)
+class LockBatchRequestBody(Body):
+    consumerGroup: str = ""
+    clientId: str = ""
+    mqSet: list[MessageQueue] = field(default_factory=list)
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "LockBatchRequestBody":
+        obj = _obj(obj, cls.__name__)
+        return cls(consumerGroup=as_str(obj.get("consumerGroup"), ""), clientId=as_str(obj.get("clientId"), ""),
+                   mqSet=_mq_set(obj.get("mqSet"), "mqSet"))
+
+
+@dataclass(slots=True)
+class UnlockBatchRequestBody(Body):
+    consumerGroup: str = ""
+    clientId: str = ""
+    mqSet: list[MessageQueue] = field(default_factory=list)
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "UnlockBatchRequestBody":
+        obj = _obj(obj, cls.__name__)
+        return cls(consumerGroup=as_str(obj.get("consumerGroup"), ""), clientId=as_str(obj.get("clientId"), ""),
+                   mqSet=_mq_set(obj.get("mqSet"), "mqSet"))
+
+
+@dataclass(slots=True)
+class LockBatchResponseBody(Body):
+    lockOKMQSet: list[MessageQueue] = field(default_factory=list)
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "LockBatchResponseBody":
+        return cls(lockOKMQSet=_mq_set(_obj(obj, "LockBatchResponseBody").get("lockOKMQSet"), "lockOKMQSet"))
+
+
+@dataclass(slots=True)
+class CheckClientRequestBody(Body):
+    clientId: str = ""
+    group: str = ""
+    subscriptionData: SubscriptionData | None = None
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "CheckClientRequestBody":
+        obj = _obj(obj, "CheckClientRequestBody")
+        sub = obj.get("subscriptionData")
+        return cls(clientId=as_str(obj.get("clientId"), ""), group=as_str(obj.get("group"), ""),
+                   subscriptionData=SubscriptionData.from_json_obj(sub) if sub is not None else None)
+
+
+@dataclass(slots=True)
+class Connection(Body):
+    clientId: str = ""
+    clientAddr: str = ""
+    language: LanguageName = LanguageName.JAVA
+    version: int = 0
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "Connection":
+        obj = _obj(obj, "Connection")
+        return cls(clientId=as_str(obj.get("clientId"), ""), clientAddr=as_str(obj.get("clientAddr"), ""),
+                   language=as_enum(obj.get("language"), LanguageName, LanguageName.JAVA),
+                   version=as_int(obj.get("version")))
+
+
+@dataclass(slots=True)
+class ConsumerConnection(Body):
+    connectionSet: list[Connection] = field(default_factory=list)
+    subscriptionTable: dict[str, SubscriptionData] = field(default_factory=dict)
+    consumeType: ConsumeType | None = None
+    messageModel: MessageModel | None = None
+    consumeFromWhere: ConsumeFromWhere | None = None
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "ConsumerConnection":
+        obj = _obj(obj, "ConsumerConnection")
+        return cls(connectionSet=[Connection.from_json_obj(c) for c in _list(obj.get("connectionSet"), "connectionSet")],
+                   subscriptionTable={str(k): SubscriptionData.from_json_obj(v) for k, v in
+                                      _obj(obj.get("subscriptionTable"), "subscriptionTable").items()},
+                   consumeType=as_enum(obj.get("consumeType"), ConsumeType),
+                   messageModel=as_enum(obj.get("messageModel"), MessageModel),
+                   consumeFromWhere=as_enum(obj.get("consumeFromWhere"), ConsumeFromWhere))
+
+
+@dataclass(slots=True)
+class OffsetWrapper(Body):
+    brokerOffset: int = 0
+    consumerOffset: int = 0
+    lastTimestamp: int = 0
+
+
+@dataclass(slots=True)
+class TopicOffset(Body):
+    minOffset: int = 0
+    maxOffset: int = 0
+    lastUpdateTimestamp: int = 0
+
+
+@dataclass(slots=True)
+class ConsumeStats(Body):
+    """offsetTable is keyed by MessageQueue objects, which fastjson writes as JSON objects."""
+    _OBJECT_KEYS = True
+    offsetTable: dict[MessageQueue, OffsetWrapper] = field(default_factory=dict)
+    consumeTps: float = 0.0
+
+    def to_json(self, *, browser_compatible: bool = False, sort_maps: bool = False) -> str:
+        return ('{"consumeTps":' + fastjson.dumps(float(self.consumeTps)) + ',"offsetTable":'
+                + _dumps_object_keyed(self.offsetTable, to_json_obj) + "}")
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "ConsumeStats":
+        obj = _obj(obj, "ConsumeStats")
+        table = {}
+        for k, v in _object_keyed_items(obj.get("offsetTable")):
+            v = _obj(v, "OffsetWrapper")
+            table[MessageQueue.from_json_obj(k)] = OffsetWrapper(
+                as_int(v.get("brokerOffset")), as_int(v.get("consumerOffset")), as_int(v.get("lastTimestamp")))
+        return cls(offsetTable=table, consumeTps=float(obj.get("consumeTps") or 0.0))
+
+
+@dataclass(slots=True)
+class TopicStatsTable(Body):
+    _OBJECT_KEYS = True
+    offsetTable: dict[MessageQueue, TopicOffset] = field(default_factory=dict)
+
+    def to_json(self, *, browser_compatible: bool = False, sort_maps: bool = False) -> str:
+        return '{"offsetTable":' + _dumps_object_keyed(self.offsetTable, to_json_obj) + "}"
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "TopicStatsTable":
+        obj = _obj(obj, "TopicStatsTable")
+        table = {}
+        for k, v in _object_keyed_items(obj.get("offsetTable")):
+            v = _obj(v, "TopicOffset")
+            table[MessageQueue.from_json_obj(k)] = TopicOffset(
+                as_int(v.get("minOffset")), as_int(v.get("maxOffset")), as_int(v.get("lastUpdateTimestamp")))
+        return cls(offsetTable=table)
+
+
+def _object_keyed_items(value: Any) -> Iterable[tuple[Any, Any]]:
+    """Entries of a map whose keys were objects (turned into JSON text by _quote_object_keys)."""
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return [(fastjson.loads(k) if isinstance(k, str) and k.startswith("{") else k, v) for k, v in value.items()]
+    raise WireError(f"offsetTable: expected an object, got {type(value).__name__}")
+
+
+def _quote_object_keys(text: str) -> str:
+    """fastjson writes HashMap<MessageQueue, X> with object keys (`{{"topic":..}:{..}}`), which
+    no JSON parser takes; rewrite each object key as a string holding its JSON text."""
+    out: list[str] = []
+    stack: list[str] = []  # "{" or "["
+    expect_key = False
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+            expect_key = False
+            continue
+        if ch == "{" and expect_key:
+            depth, j = 0, i
+            while j < n:
+                c = text[j]
+                if c == '"':
+                    j += 1
+                    while j < n and text[j] != '"':
+                        j += 2 if text[j] == "\\" else 1
+                elif c == "{":
+                    depth += 1
+                elif c == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j += 1
+            out.append(fastjson.dumps(text[i:j + 1]))
+            i = j + 1
+            expect_key = False
+            continue
+        if ch in "{[":
+            stack.append(ch)
+            expect_key = ch == "{"
+        elif ch in "}]":
+            if stack:
+                stack.pop()
+            expect_key = False
+        elif ch == ",":
+            expect_key = bool(stack) and stack[-1] == "{"
+        elif ch == ":":
+            expect_key = False
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------
+# java.util.Properties text (UPDATE_*_CONFIG / GET_*_CONFIG bodies, broker.conf)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Properties text -> dict: `#`/`!` comments, `=`/`:`/blank separators, `\\` line
+    continuations, the usual escapes (\\t \\n \\uXXXX, escaped separators)."""
+    props: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            logical += line[:-1]
+            continue
+        logical += line
+        key, value = _split_property(logical)
+        props[key] = value
+        logical = ""
+    if logical:
+        key, value = _split_property(logical)
+        props[key] = value
+    return props
+
+
+_PROP_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    out = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "u" and i + 6 <= len(text):
+                try:
+                    out.append(chr(int(text[i + 2:i + 6], 16)))
+                    i += 6
+                    continue
+                except ValueError:
+                    pass
+            out.append(_PROP_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch in "=:" or ch.isspace():
+            break
+        i += 1
+    key, rest = line[:i], line[i:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return _unescape(key), _unescape(rest)
+
+
+def format_properties(props: dict[str, Any]) -> str:
+    """key=value lines, as RocketMQ's MixAll.properties2String writes them."""
+    lines = []
+    for key, value in props.items():
+        if value is None:
+            continue
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        lines.append(f"{key}={text}\n")
+    return "".join(lines)
+
+
+__all__ = [
+    "Body", "BrokerData", "CheckClientRequestBody", "ClusterInfo", "Connection", "ConsumeFromWhere", "ConsumeStats",
+    "ConsumeType", "ConsumerConnection", "ConsumerData", "ConsumerListByGroupResponseBody", "DataVersion",
+    "HeartbeatData", "KVTable", "LanguageName", "LockBatchRequestBody", "LockBatchResponseBody", "MessageModel",
+    "MessageQueue", "OffsetWrapper", "PERM_INHERIT", "PERM_PRIORITY", "PERM_READ", "PERM_WRITE", "ProducerData",
+    "QueueData", "RegisterBrokerBody", "RegisterBrokerResult", "SubscriptionData", "TopicConfig",
+    "TopicConfigSerializeWrapper", "TopicFilterType", "TopicList", "TopicOffset", "TopicRouteData",
+    "TopicStatsTable", "UnlockBatchRequestBody", "V4_9_4", "as_bool", "as_enum", "as_int", "as_str", "format_properties",
+    "parse_properties", "to_json_obj",
+]

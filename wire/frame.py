@@ -1,0 +1,587 @@
+"""Remoting frames: ``RemotingCommand`` and its two header serializations, sans IO.
+
+Layout (RocketMQ ``RemotingCommand#encode``/``decode``, ``NettyDecoder``)::
+
+    int32 BE  length            everything after this word
+    int32 BE  serializeType<<24 | headerLength
+    header    JSON (fastjson bean: fields alphabetical, nulls omitted) or ROCKETMQ binary
+    body      the rest
+
+The binary header (``RocketMQSerializable``)::
+
+    int16 code | int8 language | int16 version | int32 opaque | int32 flag |
+    int32 remarkLen + UTF-8 | int32 extLen + (int16 keyLen + key, int32 valLen + value)*
+
+Decoders never trust a length: every declared length is checked against the bytes present
+before anything is sliced, and every failure is a :class:`wire.errors.WireError`.
+"""
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
+from typing import Iterator, Sequence
+
+from construct import Bytes, Int8sb, Int16sb, Int32sb, Int32ub, Struct, this
+
+from wire import fastjson
+from wire.codes import CURRENT_VERSION, LanguageCode, SerializeType
+from wire.errors import FrameError, FrameTooLargeError, JsonError, WireError
+
+#: ``com.rocketmq.remoting.frameMaxLength`` default: a whole frame, its length word included.
+DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024
+
+RPC_TYPE_RESPONSE = 1  # flag bit 0 (RemotingCommand.RPC_TYPE)
+RPC_ONEWAY = 2  # flag bit 1 (RemotingCommand.RPC_ONEWAY)
+
+# --- layouts, declared once (construct) -------------------------------------------------------
+
+#: The fixed part of a frame: the length word and the serialize-type/header-length word.
+FRAME_PREFIX = Struct("length" / Int32sb, "header_word" / Int32ub)
+
+#: The fixed part of the ROCKETMQ binary header, up to and including the remark length.
+BINARY_HEADER_FIXED = Struct(
+    "code" / Int16sb,
+    "language" / Int8sb,
+    "version" / Int16sb,
+    "opaque" / Int32sb,
+    "flag" / Int32sb,
+    "remark_length" / Int32sb,
+)
+
+#: One extFields entry of the binary header.
+BINARY_EXT_ENTRY = Struct(
+    "key_length" / Int16sb,
+    "key" / Bytes(this.key_length),
+    "value_length" / Int32sb,
+    "value" / Bytes(this.value_length),
+)
+
+# struct twins of the declarations above; tests/wire/test_frame.py checks they agree.
+_PREFIX = struct.Struct(">iI")
+_BIN_FIXED = struct.Struct(">hbhiii")
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_U32 = struct.Struct(">I")
+_BIN_EMPTY_LEN = _BIN_FIXED.size + 4  # 21 bytes: fixed part, remark length 0, ext length 0
+
+assert FRAME_PREFIX.sizeof() == _PREFIX.size
+assert BINARY_HEADER_FIXED.sizeof() == _BIN_FIXED.size
+
+_LANG_BY_NAME = {m.name: m for m in LanguageCode}
+_LANG_NAMES = [m.name for m in LanguageCode]
+
+
+@dataclass(slots=True, repr=False)
+class RemotingCommand:
+    """One request or response; ``ext_fields`` carries the custom header as strings.
+
+    ``ext_fields`` keeps the order it was decoded or built in: the JSON header is written in
+    that order, which is how a decoded Java frame is re-encoded byte for byte. ``None`` and
+    ``{}`` differ on the JSON wire (absent vs. ``"extFields":{}``), so both are kept.
+    """
+
+    code: int
+    language: int = LanguageCode.JAVA
+    version: int = CURRENT_VERSION
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] | None = None
+    body: bytes | memoryview | None = None
+    serialize_type: int = SerializeType.JSON
+
+    def __repr__(self) -> str:
+        # bodies can be megabytes: show their size only
+        body = "None" if self.body is None else f"<{len(self.body)} bytes>"
+        return (f"RemotingCommand(code={int(self.code)}, language={self.language}, version={self.version}, "
+                f"opaque={self.opaque}, flag={self.flag}, remark={self.remark!r}, ext_fields={self.ext_fields!r}, "
+                f"body={body}, serialize_type={int(self.serialize_type)})")
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & RPC_TYPE_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & RPC_ONEWAY)
+
+    def mark_response(self) -> None:
+        self.flag |= RPC_TYPE_RESPONSE
+
+    def mark_oneway(self) -> None:
+        self.flag |= RPC_ONEWAY
+
+    def ext(self, key: str, default: str | None = None) -> str | None:
+        """One extFields value (``None``-safe lookup)."""
+        ext = self.ext_fields
+        if ext is None:
+            return default
+        return ext.get(key, default)
+
+
+def make_response(
+    request: RemotingCommand,
+    code: int,
+    remark: str | None = None,
+    ext_fields: dict[str, str] | None = None,
+    body: bytes | memoryview | None = None,
+) -> RemotingCommand:
+    """A response as a 4.9.8 server writes it: request's opaque and serialize type, flag bit 0,
+    the server's language (JAVA) and version (``CURRENT_VERSION``)."""
+    return RemotingCommand(
+        code=code,
+        language=LanguageCode.JAVA,
+        version=CURRENT_VERSION,
+        opaque=request.opaque,
+        flag=RPC_TYPE_RESPONSE,
+        remark=remark,
+        ext_fields=ext_fields,
+        body=body,
+        serialize_type=request.serialize_type,
+    )
+
+
+def make_request(
+    code: int,
+    ext_fields: dict[str, str] | None = None,
+    body: bytes | memoryview | None = None,
+    *,
+    opaque: int = 0,
+    oneway: bool = False,
+    serialize_type: int = SerializeType.JSON,
+) -> RemotingCommand:
+    """A request as a 4.9.8 Java peer writes it (language JAVA, version 409)."""
+    return RemotingCommand(
+        code=code,
+        opaque=opaque,
+        flag=RPC_ONEWAY if oneway else 0,
+        ext_fields=ext_fields,
+        body=body,
+        serialize_type=serialize_type,
+    )
+
+
+# --- JSON header --------------------------------------------------------------------------------
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+# parse_float=str keeps a C++ client's float literal exactly as Java's String field would see it.
+_JSON_DECODER = json.JSONDecoder(parse_float=str, parse_constant=_reject_constant)
+_JSON_SCAN = _JSON_DECODER.scan_once
+_JSON_TAIL_WS = frozenset(" \t\n\r")
+# The C encoder object itself, built once: json.dumps would rebuild it on every call.
+_json_encode_map = (
+    c_make_encoder(None, None, encode_basestring, None, ":", ",", False, False, True)
+    if c_make_encoder is not None
+    else json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).iterencode
+)
+_HEADER_TAIL = '"serializeTypeCurrentRPC":"JSON","version":%d}'
+
+
+def encode_json_header(cmd: RemotingCommand) -> bytes:
+    """The JSON header as fastjson writes a RemotingCommand bean: alphabetical, nulls omitted."""
+    ext = cmd.ext_fields
+    parts = ['{"code":', str(int(cmd.code))]
+    if ext is not None:
+        for v in ext.values():
+            if type(v) is not str:
+                ext = {k: _java_string(v) for k, v in ext.items() if v is not None}
+                break
+        parts.append(',"extFields":')
+        parts.append("".join(_json_encode_map(ext, 0)))
+    language = cmd.language
+    parts.append(',"flag":%d,"language":"%s","opaque":%d,' % (
+        cmd.flag, _LANG_NAMES[language] if 0 <= language < len(_LANG_NAMES) else "OTHER", cmd.opaque))
+    if cmd.remark is not None:
+        parts.append('"remark":')
+        parts.append(encode_basestring(cmd.remark))
+        parts.append(",")
+    parts.append(_HEADER_TAIL % cmd.version)
+    return fastjson.escape_fixup("".join(parts)).encode("utf-8", "surrogatepass")
+
+
+def _java_string(v: object) -> str:
+    """A JSON value as the Java String a ``HashMap<String,String>`` field receives."""
+    if type(v) is str:
+        return v  # type: ignore[return-value]
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, (dict, list)):
+        return fastjson.dumps(v)
+    return str(v)
+
+
+_INT_FIELDS = ("code", "version", "opaque", "flag")
+
+
+def _int_field(header: dict, name: str) -> int:
+    v = header.get(name)
+    if type(v) is int:
+        return v
+    if v is None:
+        return 0  # the Java bean's default
+    if isinstance(v, str):  # fastjson coerces "10" into an int field
+        try:
+            return int(v.strip())
+        except ValueError:
+            pass
+    raise FrameError(f"JSON header field {name!r} is not an integer: {v!r}")
+
+
+def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
+    """A JSON header (fastjson, or the laxer shapes C++/Go/ali-ons clients send)."""
+    try:
+        text = str(data, "utf-8")
+    except UnicodeDecodeError as e:
+        raise FrameError(f"JSON header is not UTF-8 at byte {e.start}") from None
+    header = _parse_json_header(text)
+    if type(header) is not dict:
+        raise FrameError(f"JSON header is a {type(header).__name__}, not an object")
+    get = header.get
+    code, version, opaque, flag = [_int_field(header, name) for name in _INT_FIELDS]
+    lang = get("language")
+    if type(lang) is str:
+        language = _LANG_BY_NAME.get(lang, LanguageCode.OTHER)
+    elif lang is None:
+        language = LanguageCode.JAVA
+    elif type(lang) is int:
+        language = lang if 0 <= lang < len(_LANG_NAMES) else LanguageCode.OTHER
+    else:
+        raise FrameError(f"JSON header field 'language' is neither a name nor an ordinal: {lang!r}")
+    remark = get("remark")
+    if remark is not None and type(remark) is not str:
+        if isinstance(remark, (dict, list)):
+            raise FrameError("JSON header field 'remark' is not a string")
+        remark = _java_string(remark)
+    ext = get("extFields")
+    if ext is not None:
+        if type(ext) is not dict:
+            raise FrameError(f"JSON header field 'extFields' is a {type(ext).__name__}, not an object")
+        for v in ext.values():
+            if type(v) is not str:
+                ext = {str(k): _java_string(v) for k, v in ext.items() if v is not None}
+                break
+    return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, SerializeType.JSON)
+
+
+def _parse_json_header(text: str) -> object:
+    try:
+        value, end = _JSON_SCAN(text, 0)
+        if end == len(text) or all(c in _JSON_TAIL_WS for c in text[end:]):
+            return value
+    except (ValueError, RecursionError, StopIteration):
+        pass
+    # Not plain JSON (leading blanks, unquoted keys, single quotes, ...): fastjson's lenient rules.
+    try:
+        value = fastjson.loads(text)
+    except JsonError as e:
+        raise FrameError(f"JSON header is not valid JSON: {e}") from None
+    if type(value) is dict:
+        ext = value.get("extFields")
+        if type(ext) is dict and not all(type(k) is str for k in ext):
+            value["extFields"] = {str(k): v for k, v in ext.items()}  # {1:"a"}: Java sees key "1"
+    return value
+
+
+# --- ROCKETMQ binary header ---------------------------------------------------------------------
+
+
+def _short(v: int) -> int:
+    return ((v + 0x8000) & 0xFFFF) - 0x8000
+
+
+def _int(v: int) -> int:
+    return ((v + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
+_KEY_PREFIX_CACHE: dict[str, bytes] = {}
+
+
+def _key_prefix(key: str) -> bytes:
+    """int16 length + UTF-8 of an extFields key; keys repeat, so they are encoded once."""
+    kp = _KEY_PREFIX_CACHE.get(key)
+    if kp is None:
+        kb = key.encode("utf-8", "surrogatepass")
+        kp = _I16.pack(_short(len(kb))) + kb
+        if len(_KEY_PREFIX_CACHE) < 4096:
+            _KEY_PREFIX_CACHE[key] = kp
+    return kp
+
+
+def encode_binary_header(cmd: RemotingCommand) -> bytes:
+    """``RocketMQSerializable.rocketMQProtocolEncode``: code/version as (wrapping) shorts."""
+    remark = cmd.remark
+    rb = remark.encode("utf-8", "surrogatepass") if remark else b""
+    language = cmd.language
+    parts = [
+        _BIN_FIXED.pack(
+            _short(cmd.code), language if -128 <= language < 128 else 0,
+            _short(cmd.version), _int(cmd.opaque), _int(cmd.flag), len(rb),
+        ),
+        rb,
+        b"",  # extFields length, filled in below
+    ]
+    ext = cmd.ext_fields
+    total = 0
+    if ext:
+        append = parts.append
+        for k, v in ext.items():
+            if k is None or v is None:
+                continue
+            kp = _key_prefix(k)
+            vb = (v if type(v) is str else _java_string(v)).encode("utf-8", "surrogatepass")
+            append(kp)
+            append(_I32.pack(len(vb)))
+            append(vb)
+            total += len(kp) + 4 + len(vb)
+    parts[2] = _I32.pack(total)
+    return b"".join(parts)
+
+
+def decode_binary_header(data: bytes | memoryview) -> RemotingCommand:
+    """``rocketMQProtocolDecode``, with every length checked against the header's own bytes."""
+    if type(data) is not bytes:
+        data = bytes(data)  # one copy of the header; slicing bytes is cheaper than memoryviews
+    n = len(data)
+    if n < _BIN_EMPTY_LEN:
+        raise FrameError(f"ROCKETMQ header truncated: {n} bytes, at least {_BIN_EMPTY_LEN} needed")
+    code, language, version, opaque, flag, remark_len = _BIN_FIXED.unpack_from(data, 0)
+    pos = 17
+    remark = None
+    if remark_len:
+        if remark_len < 0 or remark_len > n - pos - 4:
+            raise FrameError(f"ROCKETMQ header remark length {remark_len} at offset 13 exceeds the header ({n} bytes)")
+        try:
+            remark = data[pos : pos + remark_len].decode()
+        except UnicodeDecodeError as e:
+            raise FrameError(f"ROCKETMQ header remark at offset {pos + e.start} is not UTF-8") from None
+        pos += remark_len
+    (ext_len,) = _I32.unpack_from(data, pos)
+    pos += 4
+    ext: dict[str, str] | None = None
+    if ext_len > 0:
+        end = pos + ext_len
+        if end > n:
+            raise FrameError(f"ROCKETMQ header extFields length {ext_len} at offset {pos - 4} exceeds the header ({n} bytes)")
+        ext = {}
+        unpack_i16 = _I16.unpack_from
+        unpack_i32 = _I32.unpack_from
+        try:
+            while pos < end:
+                if pos + 2 > end:
+                    raise FrameError(f"ROCKETMQ header extFields entry truncated at offset {pos}")
+                klen = unpack_i16(data, pos)[0]
+                pos += 2
+                if klen < 0 or pos + klen + 4 > end:
+                    raise FrameError(f"ROCKETMQ header extFields key length {klen} at offset {pos - 2} exceeds extFields")
+                kend = pos + klen
+                vlen = unpack_i32(data, kend)[0]
+                vstart = kend + 4
+                if vlen < 0 or vstart + vlen > end:
+                    raise FrameError(f"ROCKETMQ header extFields value length {vlen} at offset {kend} exceeds extFields")
+                vend = vstart + vlen
+                # readStr: an empty string reads as null; Java's HashMap then holds a null key or
+                # value, which its encoder skips - so such an entry is dropped (a null value
+                # replaces an earlier value of the same key).
+                if klen:
+                    key = data[pos:kend].decode()
+                    if vlen:
+                        pos = vstart
+                        ext[key] = data[vstart:vend].decode()
+                    else:
+                        ext.pop(key, None)
+                pos = vend
+        except UnicodeDecodeError as e:
+            raise FrameError(f"ROCKETMQ header extFields entry at offset {pos + e.start} is not UTF-8") from None
+    return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, SerializeType.ROCKETMQ)
+
+
+# --- frames ---------------------------------------------------------------------------------------
+
+
+def encode_header(cmd: RemotingCommand) -> bytes:
+    if cmd.serialize_type == SerializeType.JSON:
+        return encode_json_header(cmd)
+    if cmd.serialize_type == SerializeType.ROCKETMQ:
+        return encode_binary_header(cmd)
+    raise FrameError(f"unknown serialize type {cmd.serialize_type}")
+
+
+def encode_frame_parts(
+    cmd: RemotingCommand, body_parts: Sequence[bytes | bytearray | memoryview] | None = None
+) -> list[bytes | bytearray | memoryview]:
+    """Length word + header as one buffer, then the body buffers untouched.
+
+    A pull response passes its stored records (memoryviews into the commit log) as
+    ``body_parts`` so they go to the socket without being copied; ``cmd.body`` is ignored then.
+    """
+    header = encode_header(cmd)
+    hl = len(header)
+    if hl > 0xFFFFFF:
+        raise FrameError(f"header of {hl} bytes does not fit the 24-bit header length")
+    if body_parts is None:
+        body = cmd.body
+        body_parts = [body] if body else []
+    try:
+        body_len = sum(map(len, body_parts))  # == nbytes for byte buffers (checked below)
+    except TypeError:
+        raise FrameError("body parts must be bytes-like") from None
+    out: list[bytes | bytearray | memoryview] = [b""]
+    out += body_parts
+    for p in body_parts:
+        if type(p) is memoryview and p.itemsize != 1:
+            raise FrameError(f"body part memoryview has item size {p.itemsize}; cast it to bytes ('B')")
+    out[0] = _PREFIX.pack(4 + hl + body_len, (cmd.serialize_type << 24) | hl) + header
+    return out
+
+
+def encode_frame(cmd: RemotingCommand) -> bytes:
+    """The complete frame, length word included."""
+    header = encode_header(cmd)
+    hl = len(header)
+    if hl > 0xFFFFFF:
+        raise FrameError(f"header of {hl} bytes does not fit the 24-bit header length")
+    body = cmd.body
+    if body:
+        return b"".join((_PREFIX.pack(4 + hl + len(body), (cmd.serialize_type << 24) | hl), header, body))
+    return _PREFIX.pack(4 + hl, (cmd.serialize_type << 24) | hl) + header
+
+
+def _decode_payload(buf: bytes | bytearray | memoryview, start: int, end: int) -> RemotingCommand:
+    """Decode ``buf[start:end]``, the bytes after a frame's length word.
+
+    Header and body are copied out under one short-lived view, so nothing returned or raised
+    keeps a view of ``buf`` alive (a stream decoder's bytearray must stay resizable).
+    """
+    if end - start < 4:
+        raise FrameError(f"frame of {end - start} bytes after the length word is shorter than the 4-byte header length word")
+    (word,) = _U32.unpack_from(buf, start)
+    stype = word >> 24
+    hl = word & 0xFFFFFF
+    hstart = start + 4
+    bstart = hstart + hl
+    if bstart > end:
+        raise FrameError(f"header length {hl} exceeds the {end - hstart} bytes left in the frame")
+    if stype > 1:
+        raise FrameError(f"unknown serialize type {stype} in the header length word")
+    with memoryview(buf) as view:
+        header = bytes(view[hstart:bstart])
+        body = bytes(view[bstart:end]) if bstart < end else None
+    cmd = decode_json_header(header) if stype == 0 else decode_binary_header(header)
+    cmd.body = body
+    return cmd
+
+
+def decode_frame(buf: bytes | bytearray | memoryview, *, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> RemotingCommand:
+    """One complete frame including its 4-byte length word."""
+    if type(buf) is memoryview and buf.itemsize != 1:
+        buf = buf.cast("B")
+    n = len(buf)
+    if n < 4:
+        raise FrameError(f"frame of {n} bytes has no complete length word")
+    (length,) = _I32.unpack_from(buf, 0)
+    if length < 0 or length + 4 > max_frame_length:
+        if length < 0:
+            raise FrameError(f"negative frame length {length}")
+        raise FrameTooLargeError(length + 4, max_frame_length)
+    if length != n - 4:
+        raise FrameError(f"frame length word says {length} bytes follow, but {n - 4} are present")
+    return _decode_payload(buf, 4, n)
+
+
+def decode_frames(buf: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+    """Every frame of a buffer holding whole frames back to back."""
+    dec = FrameDecoder()
+    dec.feed(buf)
+    out = list(dec)
+    if dec.buffered:
+        raise FrameError(f"{dec.buffered} bytes of an incomplete frame at the end of the buffer")
+    return out
+
+
+class FrameDecoder:
+    """Incremental framing for a byte stream (``NettyDecoder``): feed bytes, take commands.
+
+    Only the bytes actually received are buffered; a length word announcing more than
+    ``max_frame_length`` (whole frame, length word included) fails as soon as it is seen.
+    """
+
+    __slots__ = ("max_frame_length", "_buf", "_pos")
+
+    def __init__(self, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
+        self.max_frame_length = max_frame_length
+        self._buf = bytearray()
+        self._pos = 0
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as a command."""
+        return len(self._buf) - self._pos
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        if self._pos and self._pos >= (len(self._buf) >> 1):
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    def next_command(self) -> RemotingCommand | None:
+        """The next complete command, or ``None`` until more bytes arrive."""
+        buf = self._buf
+        pos = self._pos
+        avail = len(buf) - pos
+        if avail < 4:
+            return None
+        (length,) = _I32.unpack_from(buf, pos)
+        if length < 0:
+            raise FrameError(f"negative frame length {length} at stream offset {pos}")
+        if length + 4 > self.max_frame_length:
+            raise FrameTooLargeError(length + 4, self.max_frame_length)
+        if avail < 4 + length:
+            return None
+        end = pos + 4 + length
+        self._pos = end  # a bad frame is consumed too; its connection gets closed anyway
+        cmd = _decode_payload(buf, pos + 4, end)
+        if end == len(buf):
+            buf.clear()
+            self._pos = 0
+        return cmd
+
+    def __iter__(self) -> Iterator[RemotingCommand]:
+        while True:
+            cmd = self.next_command()
+            if cmd is None:
+                return
+            yield cmd
+
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_LENGTH",
+    "RPC_TYPE_RESPONSE",
+    "RPC_ONEWAY",
+    "FRAME_PREFIX",
+    "BINARY_HEADER_FIXED",
+    "BINARY_EXT_ENTRY",
+    "RemotingCommand",
+    "make_response",
+    "make_request",
+    "encode_header",
+    "encode_json_header",
+    "decode_json_header",
+    "encode_binary_header",
+    "decode_binary_header",
+    "encode_frame",
+    "encode_frame_parts",
+    "decode_frame",
+    "decode_frames",
+    "FrameDecoder",
+    "WireError",
+]
