@@ -109,9 +109,13 @@ class SendMessageProcessor:
 
     async def send_message(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
         header = self.parse_request_header(request)
+        target = self.pre_send(ctx, request, header)
+        if isinstance(target, RemotingCommand):
+            return target
+        _, queue_id, sys_flag = target
         if java_parse_boolean(header.batch):
-            return await self.send_batch_message(ctx, request, header)
-        return await self.send_single_message(ctx, request, header)
+            return await self.send_batch_message(ctx, request, header, queue_id, sys_flag)
+        return await self.send_single_message(ctx, request, header, queue_id, sys_flag)
 
     # -- shared checks (preSend + msgCheck) --------------------------------------------------
     def _base_ext(self) -> dict[str, str]:
@@ -166,13 +170,11 @@ class SendMessageProcessor:
         return topic_config, queue_id, sys_flag
 
     # -- single message ----------------------------------------------------------------------
-    async def send_single_message(self, ctx: Any, request: RemotingCommand, h: Any) -> RemotingCommand:
+    async def send_single_message(self, ctx: Any, request: RemotingCommand, h: Any, queue_id: int,
+                                  sys_flag: int) -> RemotingCommand:
         b = self.broker
-        target = self.pre_send(ctx, request, h)
-        if isinstance(target, RemotingCommand):
-            return target
-        _, queue_id, sys_flag = target
         topic = h.topic
+        msg_queue_id = queue_id  # the answer keeps the requested queue even when redirected to the DLQ
         reconsume_times = int(h.reconsumeTimes or 0)
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
@@ -185,7 +187,7 @@ class SendMessageProcessor:
                 max_reconsume = int(h.maxReconsumeTimes)
             if reconsume_times >= max_reconsume:
                 topic = dlq_topic(group)
-                queue_id = random_queue_id(DLQ_NUMS_PER_GROUP)
+                msg_queue_id = random_queue_id(DLQ_NUMS_PER_GROUP)
                 dlq_config = b.create_topic_in_send_message_back_method(topic, DLQ_NUMS_PER_GROUP,
                                                                         PERM_WRITE | PERM_READ, 0)
                 if dlq_config is None:
@@ -202,7 +204,7 @@ class SendMessageProcessor:
 
         born_host = _host_port(ctx.channel.remote_addr)
         msg = b.new_inner_message(
-            topic=topic, queue_id=queue_id, body=_body_bytes(request), flag=int(h.flag or 0),
+            topic=topic, queue_id=msg_queue_id, body=_body_bytes(request), flag=int(h.flag or 0),
             properties=props, properties_string=properties_string, sys_flag=sys_flag,
             born_timestamp=int(h.bornTimestamp or 0), born_host=born_host, reconsume_times=reconsume_times)
 
@@ -219,12 +221,9 @@ class SendMessageProcessor:
         return await self.handle_put_message_result(request, result, queue_id, wait_store_msg_ok)
 
     # -- batch ---------------------------------------------------------------------------------
-    async def send_batch_message(self, ctx: Any, request: RemotingCommand, h: Any) -> RemotingCommand:
+    async def send_batch_message(self, ctx: Any, request: RemotingCommand, h: Any, queue_id: int,
+                                 sys_flag: int) -> RemotingCommand:
         b = self.broker
-        target = self.pre_send(ctx, request, h)
-        if isinstance(target, RemotingCommand):
-            return target
-        _, queue_id, sys_flag = target
         if len(h.topic) > 127:
             return self._fail(request, ResponseCode.MESSAGE_ILLEGAL, f"message topic length too long {len(h.topic)}")
         props = decode_properties(h.properties)

@@ -201,59 +201,46 @@ def _compare_same(lv: Any, rv: Any) -> int:
     return (lv > rv) - (lv < rv)
 
 
+# (type of left, type of right) -> (convert left, convert right): the branches of
+# ComparisonExpression.__compare that the broker can reach (Boolean/String/Integer/Long/Double).
+_CONVERSIONS: dict[tuple[type, type], tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None]] = {
+    (int, JLong): (None, None),
+    (int, float): (float, None),
+    (int, str): (None, _parse_int),
+    (JLong, int): (None, None),
+    (JLong, float): (float, None),
+    (JLong, str): (None, _parse_long),
+    (float, int): (None, float),
+    (float, JLong): (None, float),
+    (float, str): (None, _parse_double),
+    (str, bool): (_java_bool, None),
+    (str, int): (_parse_int, None),
+    (str, JLong): (_parse_long, None),
+    (str, float): (_parse_double, None),
+}
+
+
 def _jcompare(lv: Any, rv: Any) -> int:
     """``ComparisonExpression.__compare`` with convertStringExpressions on (as the parser sets it)."""
     lc, rc = type(lv), type(rv)
-    if lc is not rc:
-        if lc is bool:
-            if rc is str:
-                # The Java code casts the Boolean to String here: ClassCastException.
-                raise SQL92EvalError("ClassCastException: java.lang.Boolean cannot be cast to java.lang.String")
-            return -1
-        if lc is int:
-            if rc is JLong:
-                pass
-            elif rc is float:
-                lv = float(lv)
-            elif rc is str:
-                rv = _parse_int(rv)
-            else:
-                return -1
-        elif lc is JLong:
-            if rc is int:
-                pass
-            elif rc is float:
-                lv = float(lv)
-            elif rc is str:
-                rv = _parse_long(rv)
-            else:
-                return -1
-        elif lc is float:
-            if rc is int or rc is JLong:
-                rv = float(rv)
-            elif rc is str:
-                rv = _parse_double(rv)
-            else:
-                return -1
-        elif lc is str:
-            if rc is bool:
-                lv = _java_bool(lv)
-            elif rc is int:
-                lv = _parse_int(lv)
-            elif rc is JLong:
-                lv = _parse_long(lv)
-            elif rc is float:
-                lv = _parse_double(lv)
-            else:
-                return -1
-        else:
-            return -1
-        if type(lv) is float or type(rv) is float:
-            return _double_compare(float(lv), float(rv))
-        if type(lv) is str:
-            return _string_compare(lv, rv)
-        return (lv > rv) - (lv < rv)
-    return _compare_same(lv, rv)
+    if lc is rc:
+        return _compare_same(lv, rv)
+    if lc is bool and rc is str:
+        # The Java code casts the Boolean to String here: ClassCastException.
+        raise SQL92EvalError("ClassCastException: java.lang.Boolean cannot be cast to java.lang.String")
+    conversion = _CONVERSIONS.get((lc, rc))
+    if conversion is None:
+        return -1  # incomparable types compare as "less" in the Java code
+    to_left, to_right = conversion
+    if to_left is not None:
+        lv = to_left(lv)
+    if to_right is not None:
+        rv = to_right(rv)
+    if type(lv) is float or type(rv) is float:
+        return _double_compare(float(lv), float(rv))
+    if type(lv) is str:
+        return _string_compare(lv, rv)
+    return (lv > rv) - (lv < rv)
 
 
 def _is_number(value: Any) -> bool:

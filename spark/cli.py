@@ -62,6 +62,8 @@ def verify_main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-problems", type=int, default=None, help="list at most N problems per check")
     p.add_argument("--ignore-property", action="append", default=[],
                    help="property to ignore in --against comparisons (repeatable)")
+    p.add_argument("--checks", default=None,
+                   help="comma-separated subset of records,consumequeue,index,against (default: all)")
     p.add_argument("--message-delay-level", default=None,
                    help="broker's messageDelayLevel (for SCHEDULE_TOPIC_XXXX tag codes)")
     _common(p)
@@ -73,11 +75,12 @@ def verify_main(argv: list[str] | None = None) -> int:
             print(f"rmqd spark verify: {s}: not a RocketMQ store directory (no commitlog/)", file=sys.stderr)
             return EXIT_USAGE
     try:
-        from spark.verify import format_report, verify_store
+        from spark.verify import CHECKS, format_report, verify_store
+        checks = CHECKS if a.checks is None else [c.strip() for c in a.checks.split(",") if c.strip()]
         spark = _session(a.master)
         report = verify_store(spark, a.store, against=a.against, options=_options(a),
                               delay_levels=a.message_delay_level, ignore_properties=a.ignore_property,
-                              limit=a.max_problems)
+                              limit=a.max_problems, checks=checks)
     except Exception as e:  # noqa: BLE001 -- the CLI contract is one line, no traceback
         print(f"rmqd spark verify: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
         return EXIT_USAGE

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
@@ -29,6 +30,7 @@ from store.consumequeue import tags_code_of
 from store.indexfile import build_key, index_key_hash
 from wire.message import MessageConst, MessageSysFlag
 
+CHECKS = ("records", "consumequeue", "index", "against")
 TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 DISPATCHED_TYPES = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 
@@ -308,9 +310,12 @@ def _records(spark: SparkSession, store: str, options: dict, body: bool) -> Data
 
 def verify_store(spark: SparkSession, store: str, *, against: str | None = None, options: dict | None = None,
                  delay_levels: str | None = None, ignore_properties: list[str] | None = None,
-                 limit: int | None = None) -> VerifyReport:
-    """Run every check on ``store`` (and the comparison with ``against``); problems are listed in
-    file/offset order, at most ``limit`` per check (None = all)."""
+                 limit: int | None = None, checks: Iterable[str] = CHECKS) -> VerifyReport:
+    """Run the ``checks`` (default: all) on ``store`` (and the comparison with ``against``);
+    problems are listed in file/offset order, at most ``limit`` per check (None = all)."""
+    checks = set(checks)
+    if checks - set(CHECKS):
+        raise ValueError(f"unknown checks {sorted(checks - set(CHECKS))}; known: {', '.join(CHECKS)}")
     for s in [store] + ([against] if against else []):
         if not (Path(s) / scan.COMMITLOG_DIR).is_dir():
             raise FileNotFoundError(f"{s}: not a RocketMQ store directory (no {scan.COMMITLOG_DIR}/)")
@@ -320,18 +325,22 @@ def verify_store(spark: SparkSession, store: str, *, against: str | None = None,
     units = read(spark, store, "consumequeue", **options).cache()
     entries = read(spark, store, "index", **options).cache()
     try:
-        checks = [check_records(records, fp, limit),
-                  check_consume_queues(records, units, fp, delay_levels, limit),
-                  check_index(records, entries, fp, limit)]
-        if against:
-            checks.append(check_layout(store, against))
+        results = []
+        if "records" in checks:
+            results.append(check_records(records, fp, limit))
+        if "consumequeue" in checks:
+            results.append(check_consume_queues(records, units, fp, delay_levels, limit))
+        if "index" in checks:
+            results.append(check_index(records, entries, fp, limit))
+        if against and "against" in checks:
+            results.append(check_layout(store, against))
             a = _records(spark, store, options, body=True)
             b = _records(spark, against, options, body=True)
-            checks.append(check_content(a, b, list(ignore_properties or []), limit))
+            results.append(check_content(a, b, list(ignore_properties or []), limit))
     finally:
         for df in (fp, records, units, entries):
             df.unpersist()
-    return VerifyReport(store, against, checks)
+    return VerifyReport(store, against, results)
 
 
 def format_report(report: VerifyReport) -> str:

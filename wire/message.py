@@ -31,6 +31,7 @@ from wire.errors import WireError
 __all__ = [
     "MAGIC_CODE_V1", "MAGIC_CODE_V2", "BLANK_MAGIC_CODE", "MessageSysFlag", "MessageConst",
     "RecordError", "MessageRecord", "BatchItem", "RECORD_FIELDS", "COMMIT_LOG_RECORD", "BATCH_ITEM",
+    "BLANK_RECORD", "BLANK_RECORD_STRUCT", "SYSFLAG_POSITION", "QUEUE_OFFSET_POSITION", "store_timestamp_position",
     "crc32_masked", "java_string_hash", "encode_properties", "decode_properties", "properties_bytes",
     "java_hashmap_order", "encode_properties_java",
     "record_head_struct", "calc_record_length", "encode_record", "decode_record", "decode_messages",
@@ -332,12 +333,13 @@ PHYSICAL_OFFSET_POSITION = 28
 BORN_TIMESTAMP_POSITION = 40
 BORNHOST_POSITION = 48
 assert _S_PREFIX.size == 48 and struct.calcsize(">iIiiiqq") == SYSFLAG_POSITION
+BLANK_RECORD_STRUCT = _BLANK = struct.Struct(">iI")  # also the (total size, magic) prefix of every record
+assert BLANK_RECORD.build({"total_size": 8}) == _BLANK.pack(8, BLANK_MAGIC_CODE)
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
 _QQ = struct.Struct(">qq")
-_BLANK = struct.Struct(">iI")
 
 
 def store_timestamp_position(sys_flag: int) -> int:
@@ -542,15 +544,20 @@ def decode_messages(body: bytes | bytearray | memoryview, *, check_crc: bool = F
 # ---------------------------------------------------------------------------------------------
 # batch body (SEND_BATCH_MESSAGE): MessageDecoder.encodeMessage / decodeMessage
 
+BATCH_HEAD_FIELDS: tuple[tuple[str, object, str], ...] = (
+    ("total_size", cs.Int32sb, "i"),
+    ("magic", cs.Int32sb, "i"),       # 0 from the client
+    ("body_crc", cs.Int32sb, "i"),    # 0 from the client
+    ("flag", cs.Int32sb, "i"),
+    ("body_length", cs.Int32sb, "i"),
+)
 BATCH_ITEM = cs.Struct(
-    "total_size" / cs.Int32sb,
-    "magic" / cs.Int32sb,      # 0 from the client
-    "body_crc" / cs.Int32sb,   # 0 from the client
-    "flag" / cs.Int32sb,
-    "body" / cs.Prefixed(cs.Int32sb, cs.GreedyBytes),
+    *(n / t for n, t, _ in BATCH_HEAD_FIELDS),  # type: ignore[operator]
+    "body" / cs.Bytes(cs.this.body_length),
     "properties" / cs.Prefixed(cs.Int16sb, cs.GreedyBytes),
 )
-_BATCH_HEAD = struct.Struct(">iiiii")
+"""One message of a SEND_BATCH_MESSAGE body (MessageDecoder.encodeMessage)."""
+_BATCH_HEAD = struct.Struct(">" + "".join(c for _, _, c in BATCH_HEAD_FIELDS))
 
 
 @dataclass(slots=True)

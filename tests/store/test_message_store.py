@@ -229,3 +229,19 @@ def test_checkpoint_and_async_flush(tmp_path):
     assert cp.get_min_timestamp() == cp.physicMsgTimestamp - 3000
     cp.shutdown()
     assert (root / "checkpoint").stat().st_size == 4096
+
+
+def test_config_defaults_and_broker_conf_mapping():
+    c = MessageStoreConfig(storePathRootDir="/r")
+    assert (c.mappedFileSizeCommitLog, c.mappedFileSizeConsumeQueue, c.maxHashSlotNum, c.maxIndexNum) == (
+        1 << 30, 6_000_000, 5_000_000, 20_000_000)
+    assert (c.flushDiskType, c.brokerRole, c.maxMessageSize, c.fileReservedTime, c.deleteWhen) == (
+        "ASYNC_FLUSH", "ASYNC_MASTER", 4 << 20, 72, "04")
+    assert c.get_store_path_commit_log() == "/r/commitlog" and c.get_abort_file() == "/r/abort"
+    assert c.delay_levels_ms()[:4] == [1000, 5000, 10000, 30000] and c.max_delay_level == 18
+    unknown = c.update({"mappedFileSizeConsumeQueue": "6001", "flushDiskType": "SYNC_FLUSH",
+                        "messageIndexEnable": "false", "brokerName": "b"})
+    assert unknown == ["brokerName"] and c.is_sync_flush and c.messageIndexEnable is False
+    assert c.get_mapped_file_size_consume_queue() == 6020  # rounded up to whole units, as RocketMQ
+    with pytest.raises(ValueError, match="maxMessageSize"):
+        c.update({"maxMessageSize": "big"})

@@ -244,3 +244,11 @@ def test_random_pull_bodies_raise_only_wire_errors(data):
         decode_messages(data)
     except WireError:
         pass
+
+
+def test_batch_item_construct_declaration_matches_fast_codec():
+    from wire.message import BATCH_ITEM
+    raw = encode_batch([(7, b"body", {"KEYS": "k"})])
+    item = BATCH_ITEM.parse(raw)
+    assert (item.flag, item.body, item.properties) == (7, b"body", b"KEYS\x01k")
+    assert BATCH_ITEM.build(item) == raw
