@@ -156,12 +156,16 @@ def _conf_keys(path: str) -> set[str]:
     return set(read_properties_file(path))
 
 
-async def _wait_for_signal(stop: Callable[[], Any]) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for signum in signals:
-            log.info("received %s, shutting down", signal.Signals(signum).name)
-            await stop()
-            return
+def _signals() -> Any:
+    """Opened before anything binds, so a signal sent right after the ready line is never lost."""
+    return trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
+
+
+async def _wait_for_signal(signals: Any, stop: Callable[[], Any]) -> None:
+    async for signum in signals:
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        await stop()
+        return
 
 
 def _ready(line: str) -> None:
@@ -177,11 +181,12 @@ async def _run_namesrv(args: argparse.Namespace) -> int:
 
     config = _namesrv_config(args, args.port)
     role = NamesrvRole(config, host=args.host)
-    async with trio.open_nursery() as nursery:
-        bound = await nursery.start(role.run)
-        _ready(f"rmqd ready namesrv={_fmt(bound)}")
-        await _wait_for_signal(role.stop)
-        nursery.cancel_scope.cancel()
+    with _signals() as signals:
+        async with trio.open_nursery() as nursery:
+            bound = await nursery.start(role.run)
+            _ready(f"rmqd ready namesrv={_fmt(bound)}")
+            await _wait_for_signal(signals, role.stop)
+            nursery.cancel_scope.cancel()
     return EXIT_OK
 
 
@@ -193,12 +198,13 @@ async def _run_broker(args: argparse.Namespace) -> int:
         raise CliError("no name server: give -n HOST:PORT or namesrvAddr in broker.conf")
     _check_namesrv_addrs(settings.broker.namesrvAddr)
     role = BrokerRole(settings, host=args.host or "0.0.0.0")
-    async with trio.open_nursery() as nursery:
-        bound = await nursery.start(role.run)
-        _ready(f"rmqd ready broker={_fmt(bound['broker'])} fast={_fmt(bound['fast'])} "
-               f"namesrv={settings.broker.namesrvAddr} store={settings.store.storePathRootDir}")
-        await _wait_for_signal(role.stop)
-        nursery.cancel_scope.cancel()
+    with _signals() as signals:
+        async with trio.open_nursery() as nursery:
+            bound = await nursery.start(role.run)
+            _ready(f"rmqd ready broker={_fmt(bound['broker'])} fast={_fmt(bound['fast'])} "
+                   f"namesrv={settings.broker.namesrvAddr} store={settings.store.storePathRootDir}")
+            await _wait_for_signal(signals, role.stop)
+            nursery.cancel_scope.cancel()
     return EXIT_OK
 
 
@@ -211,22 +217,23 @@ async def _run_serve(args: argparse.Namespace) -> int:
     config = _namesrv_config(args, ns_port)
     ns_role = NamesrvRole(config, host=host)
     # bind the name server first: its real port (0 = any) goes into namesrvAddr
-    async with trio.open_nursery() as nursery:
-        ns_bound = await nursery.start(ns_role.run)
-        ns_addr = f"{_connect_host(host)}:{ns_bound[1]}"
-        broker_port = args.broker_port if args.broker_port is not None else None
-        settings = _broker_settings(args, store=args.store, port=broker_port, host=args.host, namesrv_addr=ns_addr)
-        broker_role = BrokerRole(settings, host=host)
-        bound = await nursery.start(broker_role.run)
-        _ready(f"rmqd ready namesrv={ns_addr} broker={_fmt(bound['broker'])} fast={_fmt(bound['fast'])} "
-               f"store={settings.store.storePathRootDir}")
+    with _signals() as signals:
+        async with trio.open_nursery() as nursery:
+            ns_bound = await nursery.start(ns_role.run)
+            ns_addr = f"{_connect_host(host)}:{ns_bound[1]}"
+            settings = _broker_settings(args, store=args.store, port=args.broker_port, host=args.host,
+                                        namesrv_addr=ns_addr)
+            broker_role = BrokerRole(settings, host=host)
+            bound = await nursery.start(broker_role.run)
+            _ready(f"rmqd ready namesrv={ns_addr} broker={_fmt(bound['broker'])} fast={_fmt(bound['fast'])} "
+                   f"store={settings.store.storePathRootDir}")
 
-        async def stop_all() -> None:
-            await broker_role.stop()   # drains requests, unregisters from the name server
-            await ns_role.stop()
+            async def stop_all() -> None:
+                await broker_role.stop()   # drains requests, unregisters from the name server
+                await ns_role.stop()
 
-        await _wait_for_signal(stop_all)
-        nursery.cancel_scope.cancel()
+            await _wait_for_signal(signals, stop_all)
+            nursery.cancel_scope.cancel()
     return EXIT_OK
 
 
@@ -259,9 +266,12 @@ def _run_store(args: argparse.Namespace) -> int:
         print(f"store {store_dir}: OK")
         return EXIT_OK
     out = sys.stdout
-    for record in tools.dump(str(store_dir), topic=args.topic, queue=args.queue):
-        out.write(json.dumps(record, ensure_ascii=False, default=_json_default) + "\n")
-    out.flush()
+    try:
+        for record in tools.dump(str(store_dir), topic=args.topic, queue=args.queue):
+            out.write(json.dumps(record, ensure_ascii=False, default=_json_default) + "\n")
+        out.flush()
+    except BrokenPipeError:  # `rmqd store dump ... | head`: the reader has had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
 
 
@@ -331,7 +341,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException as exc:  # noqa: BLE001 - the CLI contract: one line, never a traceback
         if isinstance(exc, SystemExit):
             return int(exc.code or 0)
-        leaves = [e for e in _leaf_exceptions(exc) if not isinstance(e, KeyboardInterrupt)] or [exc]
+        leaves = [e for e in _leaf_exceptions(exc) if not isinstance(e, KeyboardInterrupt)]
+        if not leaves:  # Ctrl-C before the signal handler was in place
+            return EXIT_OK
         if os.environ.get("RMQD_DEBUG"):
             log.error("rmqd failed", exc_info=exc)
         print(f"rmqd: {_describe(leaves[0])}", file=sys.stderr)

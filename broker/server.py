@@ -277,6 +277,9 @@ class Dispatcher:
                     await channel.send(response)
                 except RemotingSendRequestError as exc:
                     log.warning("process request over, but response failed: %s", exc)
+                except WireError as exc:  # the handler built a response that cannot be encoded
+                    log.error("response to code %s cannot be encoded: %s", request.code, exc)
+                    await channel.send(make_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(exc)))
         finally:
             limiter.release()
             self._in_flight -= 1

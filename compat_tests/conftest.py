@@ -67,19 +67,30 @@ class ExternalServer:
     namesrv: str
 
 
-@pytest.fixture(scope="module")
-def rmqd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RmqdServer | ExternalServer]:
-    """One fresh rmqd (empty store) for all tests of a module; stopped with SIGTERM -> exit 0."""
+def module_server(tmp_path_factory: pytest.TempPathFactory, name: str,
+                  conf_text: str | None = None) -> Iterator[RmqdServer | ExternalServer]:
+    """Body of a module-scoped server fixture: a fresh rmqd (empty store, optional broker.conf)
+    stopped with SIGTERM, which must exit 0; or the external broker of COMPAT_NAMESRV."""
     if EXTERNAL_NAMESRV:
         yield ExternalServer(EXTERNAL_NAMESRV)
         return
-    base = tmp_path_factory.mktemp("rmqd")
-    server = RmqdServer(store=base / "store", log_path=base / "rmqd.log").start()
+    base = tmp_path_factory.mktemp(name)
+    conf = None
+    if conf_text is not None:
+        conf = base / "broker.conf"
+        conf.write_text(conf_text)
+    server = RmqdServer(store=base / "store", log_path=base / "rmqd.log", conf=conf).start()
     try:
         yield server
     finally:
         code = server.stop()
     assert code == 0, f"rmqd exited with {code} after SIGTERM; log {server.log_path}:\n{harness.tail(server.log_path)}"
+
+
+@pytest.fixture(scope="module")
+def rmqd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RmqdServer | ExternalServer]:
+    """One fresh rmqd with the default configuration for all tests of a module."""
+    yield from module_server(tmp_path_factory, "rmqd")
 
 
 @pytest.fixture
@@ -211,11 +222,6 @@ class Session:
 
 def body_prefix(m: dict[str, Any], prefix: bytes) -> bool:
     return harness.body_of(m).startswith(prefix)
-
-
-def _case_name(request: pytest.FixtureRequest) -> str:
-    marker = request.node.get_closest_marker("compat_case")
-    return marker.args[0] if marker else request.node.originalname.removeprefix("test_")
 
 
 @pytest.fixture

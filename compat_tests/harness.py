@@ -233,7 +233,6 @@ class DriverProc:
     def start(self) -> "DriverProc":
         self.workdir.mkdir(parents=True, exist_ok=True)
         case = dict(self.case)
-        case.setdefault("log_dir", str(self.workdir / f"{self.name}-clientlog"))
         case_file = self.workdir / f"{self.name}.case.json"
         case_file.write_text(json.dumps(case, indent=1))
         self.stderr_path = self.workdir / f"{self.name}.stderr"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Session, body_prefix
+from conftest import Session, body_prefix, client_problem
 from harness import body_of, msg_spec
 
 pytestmark = pytest.mark.timeout(240)
@@ -262,3 +262,24 @@ def test_pull_stored_offsets(session: Session) -> None:
     # and from offset 0 everything is still there
     again = s.pull(topic, s.name("pullg2"), start="zero", commit=False)
     assert sorted(body_of(m) for m in again.messages()) == sorted(body_of(x) for x in specs)
+
+
+@pytest.mark.compat_case("consume what the other client sent")
+def test_cross_client(session: Session) -> None:
+    """Interop through rmqd: bodies (incl. client-compressed ones), tags, keys and properties sent
+    by the other client reach this one intact."""
+    s = session
+    other = "ons" if s.client == "cpp" else "cpp"
+    problem = client_problem(other)
+    if problem:
+        pytest.skip(f"the other client is missing: {problem}")
+    topic = s.name("t")
+    specs = roundtrip_specs()
+    s.produce(topic, specs, client=other)
+    got = by_body(consume(s, topic, len(specs)))
+    for spec in specs:
+        body = body_of(spec)
+        assert body in got, f"{len(body)} B body sent by {other} not received intact"
+        (m,) = got[body]
+        assert (m["tags"], m["keys"], m["userProperties"]) == (
+            spec.get("tags", ""), spec.get("keys", ""), spec.get("props", {})), m

@@ -4,13 +4,11 @@ enablePropertyFilter=true (SQL92); everything else is the default."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 
-import harness
-from conftest import EXTERNAL_NAMESRV, ExternalServer, Session, body_prefix
+from conftest import ExternalServer, Session, body_prefix, module_server
 from harness import RmqdServer, body_of, msg_spec
 
 pytestmark = pytest.mark.timeout(240)
@@ -20,18 +18,7 @@ SERVER_CONF = "enablePropertyFilter=true\n"
 
 @pytest.fixture(scope="module")
 def rmqd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RmqdServer | ExternalServer]:
-    if EXTERNAL_NAMESRV:
-        yield ExternalServer(EXTERNAL_NAMESRV)
-        return
-    base = tmp_path_factory.mktemp("rmqd-semantics")
-    conf = base / "broker.conf"
-    conf.write_text(SERVER_CONF)
-    server = RmqdServer(store=base / "store", log_path=base / "rmqd.log", conf=conf).start()
-    try:
-        yield server
-    finally:
-        code = server.stop()
-    assert code == 0, f"rmqd exited with {code} after SIGTERM\n{harness.tail(server.log_path)}"
+    yield from module_server(tmp_path_factory, "rmqd-semantics", SERVER_CONF)
 
 
 def b64(data: bytes) -> str:

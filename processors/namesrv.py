@@ -19,7 +19,13 @@ from processors.route_info import RouteInfoManager
 from wire.bodies import (DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper, as_bool, as_int,
                          format_properties, parse_properties)
 from wire.codes import RequestCode, ResponseCode
-from wire.errors import HeaderFieldError
+from wire.headers import (AddWritePermOfBrokerRequestHeader, AddWritePermOfBrokerResponseHeader,
+                          DeleteKVConfigRequestHeader, DeleteTopicFromNamesrvRequestHeader, GetKVConfigRequestHeader,
+                          GetKVConfigResponseHeader, GetKVListByNamespaceRequestHeader, GetRouteInfoRequestHeader,
+                          GetTopicsByClusterRequestHeader, PutKVConfigRequestHeader, QueryDataVersionRequestHeader,
+                          QueryDataVersionResponseHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
+                          UnRegisterBrokerRequestHeader, WipeWritePermOfBrokerRequestHeader,
+                          WipeWritePermOfBrokerResponseHeader)
 from wire.frame import RemotingCommand, make_response
 
 log = logging.getLogger("rmqd.namesrv")
@@ -63,24 +69,6 @@ class NamesrvConfig:
             else:
                 setattr(self, key, value)
         return unknown
-
-
-def _header(request: RemotingCommand, name: str, *, required: bool = True) -> str | None:
-    """A custom-header field; a missing required one fails like RocketMQ's @CFNotNull check."""
-    value = request.ext(name)
-    if value is None and required:
-        raise HeaderFieldError(name, f"the custom field <{name}> is null")
-    return value
-
-
-def _long(request: RemotingCommand, name: str, *, required: bool = True, default: int = 0) -> int:
-    value = _header(request, name, required=required)
-    if value is None:
-        return default
-    try:
-        return int(value.strip())
-    except ValueError:
-        raise HeaderFieldError(name, f"{value!r} is not a number") from None
 
 
 def _ok(request: RemotingCommand, body: bytes | None = None, ext: dict[str, str] | None = None) -> RemotingCommand:
@@ -131,25 +119,26 @@ class NamesrvProcessor:
 
     # -- KV config ---------------------------------------------------------------------------
     async def put_kv_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        namespace, key = _header(request, "namespace"), _header(request, "key")
-        value = _header(request, "value")
-        self.kv.put(namespace, key, value)
+        h = PutKVConfigRequestHeader.from_ext(request.ext_fields)
+        self.kv.put(h.namespace, h.key, h.value)
         return _ok(request)
 
     async def get_kv_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        namespace, key = _header(request, "namespace"), _header(request, "key")
-        value = self.kv.get(namespace, key)
+        h = GetKVConfigRequestHeader.from_ext(request.ext_fields)
+        value = self.kv.get(h.namespace, h.key)
         if value is not None:
-            return _ok(request, ext={"value": value})
-        return make_response(request, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace} Key: {key}",
-                             ext_fields={})
+            return _ok(request, ext=GetKVConfigResponseHeader(value).to_ext())
+        return make_response(request, ResponseCode.QUERY_NOT_FOUND,
+                             f"No config item, Namespace: {h.namespace} Key: {h.key}",
+                             ext_fields=GetKVConfigResponseHeader().to_ext())
 
     async def delete_kv_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        self.kv.delete(_header(request, "namespace"), _header(request, "key"))
+        h = DeleteKVConfigRequestHeader.from_ext(request.ext_fields)
+        self.kv.delete(h.namespace, h.key)
         return _ok(request)
 
     async def get_kv_list_by_namespace(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        namespace = _header(request, "namespace")
+        namespace = GetKVListByNamespaceRequestHeader.from_ext(request.ext_fields).namespace
         body = self.kv.kv_list(namespace)
         if body is not None:
             return _ok(request, body)
@@ -157,24 +146,19 @@ class NamesrvProcessor:
 
     # -- brokers -----------------------------------------------------------------------------
     async def register_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        broker_name = _header(request, "brokerName")
-        broker_addr = _header(request, "brokerAddr")
-        cluster_name = _header(request, "clusterName")
-        ha_server_addr = _header(request, "haServerAddr")
-        broker_id = _long(request, "brokerId")
-        compressed = as_bool(_header(request, "compressed", required=False))
-        body_crc = _long(request, "bodyCrc32", required=False)
+        h = RegisterBrokerRequestHeader.from_ext(request.ext_fields)
         body = bytes(request.body) if request.body is not None else None
-        if body_crc != 0:
+        if h.bodyCrc32 != 0:
             crc = zlib.crc32(body or b"") & 0x7FFFFFFF  # UtilAll.crc32
-            if crc != body_crc:
+            if crc != h.bodyCrc32:
                 log.warning("receive registerBroker request,crc32 not match,from %s", ctx.remote_addr)
-                return make_response(request, ResponseCode.SYSTEM_ERROR, "crc32 not match", ext_fields={})
+                return make_response(request, ResponseCode.SYSTEM_ERROR, "crc32 not match",
+                                     ext_fields=RegisterBrokerResponseHeader().to_ext())
 
         filter_servers: list[str] | None
         if request.version >= V3_0_11:
             if body:
-                reg = RegisterBrokerBody.decode_register(body, compressed)
+                reg = RegisterBrokerBody.decode_register(body, h.compressed)
             else:
                 reg = RegisterBrokerBody()
                 reg.topicConfigSerializeWrapper.dataVersion = DataVersion(timestamp=0, counter=0)
@@ -182,55 +166,47 @@ class NamesrvProcessor:
         else:
             wrapper = TopicConfigSerializeWrapper.decode(body) if body else TopicConfigSerializeWrapper()
             filter_servers = None
-        result = self.routes.register_broker(cluster_name, broker_addr, broker_name, broker_id, ha_server_addr,
+        result = self.routes.register_broker(h.clusterName, h.brokerAddr, h.brokerName, h.brokerId, h.haServerAddr,
                                              wrapper, filter_servers, ctx.channel if ctx is not None else None)
-        ext: dict[str, str] = {}
-        if result.haServerAddr is not None:
-            ext["haServerAddr"] = result.haServerAddr
-        if result.masterAddr is not None:
-            ext["masterAddr"] = result.masterAddr
+        ext = RegisterBrokerResponseHeader(result.haServerAddr, result.masterAddr).to_ext()
         return _ok(request, self.kv.kv_list(NAMESPACE_ORDER_TOPIC_CONFIG), ext)
 
     async def unregister_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        broker_name = _header(request, "brokerName")
-        broker_addr = _header(request, "brokerAddr")
-        cluster_name = _header(request, "clusterName")
-        broker_id = _long(request, "brokerId")
-        self.routes.unregister_broker(cluster_name, broker_addr, broker_name, broker_id)
+        h = UnRegisterBrokerRequestHeader.from_ext(request.ext_fields)
+        self.routes.unregister_broker(h.clusterName, h.brokerAddr, h.brokerName, h.brokerId)
         return _ok(request)
 
     async def query_data_version(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        for name in ("brokerName", "clusterName"):
-            _header(request, name)
-        _long(request, "brokerId")
-        broker_addr = _header(request, "brokerAddr")
+        broker_addr = QueryDataVersionRequestHeader.from_ext(request.ext_fields).brokerAddr
         data_version = DataVersion.decode(request.body)
         changed = self.routes.is_broker_topic_config_changed(broker_addr, data_version)
         if not changed:
             self.routes.update_broker_info_update_timestamp(broker_addr, self.routes.now_ms())
         ns_version = self.routes.query_broker_topic_config(broker_addr)
         body = ns_version.encode() if ns_version is not None else None
-        return _ok(request, body, {"changed": "true" if changed else "false"})
+        return _ok(request, body, QueryDataVersionResponseHeader(changed).to_ext())
 
     async def wipe_write_perm_of_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        count = self.routes.operate_write_perm_of_broker(_header(request, "brokerName"), wipe=True)
-        return _ok(request, ext={"wipeTopicCount": str(count)})
+        h = WipeWritePermOfBrokerRequestHeader.from_ext(request.ext_fields)
+        count = self.routes.operate_write_perm_of_broker(h.brokerName, wipe=True)
+        return _ok(request, ext=WipeWritePermOfBrokerResponseHeader(count).to_ext())
 
     async def add_write_perm_of_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        count = self.routes.operate_write_perm_of_broker(_header(request, "brokerName"), wipe=False)
-        return _ok(request, ext={"addTopicCount": str(count)})
+        h = AddWritePermOfBrokerRequestHeader.from_ext(request.ext_fields)
+        count = self.routes.operate_write_perm_of_broker(h.brokerName, wipe=False)
+        return _ok(request, ext=AddWritePermOfBrokerResponseHeader(count).to_ext())
 
     # -- routes and topic lists ----------------------------------------------------------------
     async def get_route_info_by_topic(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        topic = _header(request, "topic")
+        h = GetRouteInfoRequestHeader.from_ext(request.ext_fields)
+        topic = h.topic
         route = self.routes.pickup_topic_route_data(topic)
         if route is None:
             return make_response(request, ResponseCode.TOPIC_NOT_EXIST,
                                  f"No topic route info in name server for the topic: {topic}{FAQ_SUFFIX}")
         if self.config.orderMessageEnable:
             route.orderTopicConf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
-        standard_only = as_bool(_header(request, "acceptStandardJsonOnly", required=False))
-        return _ok(request, route.encode_for_version(request.version, standard_only))
+        return _ok(request, route.encode_for_version(request.version, bool(h.acceptStandardJsonOnly)))
 
     async def get_broker_cluster_info(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
         return _ok(request, self.routes.get_all_cluster_info().encode())
@@ -239,11 +215,13 @@ class NamesrvProcessor:
         return _ok(request, self.routes.get_all_topic_list().encode())
 
     async def delete_topic_in_namesrv(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        self.routes.delete_topic(_header(request, "topic"), _header(request, "clusterName", required=False))
+        h = DeleteTopicFromNamesrvRequestHeader.from_ext(request.ext_fields)
+        self.routes.delete_topic(h.topic, h.clusterName)
         return _ok(request)
 
     async def get_topics_by_cluster(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        return _ok(request, self.routes.get_topics_by_cluster(_header(request, "cluster")).encode())
+        cluster = GetTopicsByClusterRequestHeader.from_ext(request.ext_fields).cluster
+        return _ok(request, self.routes.get_topics_by_cluster(cluster).encode())
 
     async def get_system_topic_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
         return _ok(request, self.routes.get_system_topic_list().encode())

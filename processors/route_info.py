@@ -8,6 +8,7 @@ locks are needed. Time is injectable (`now_ms`) so expiry is testable without wa
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -196,7 +197,7 @@ class RouteInfoManager:
         queue_map = self.topic_queue_table.get(topic)
         if queue_map is None:
             return None
-        route = TopicRouteData(queueDatas=[QueueData(**_qd_fields(q)) for q in queue_map.values()],
+        route = TopicRouteData(queueDatas=[dataclasses.replace(q) for q in queue_map.values()],
                                brokerDatas=[], filterServerTable={})
         for broker_name in queue_map:
             broker_data = self.broker_addr_table.get(broker_name)
@@ -281,7 +282,3 @@ class RouteInfoManager:
     def brokers(self) -> Iterable[str]:
         return list(self.broker_live_table)
 
-
-def _qd_fields(q: QueueData) -> dict[str, Any]:
-    return {"brokerName": q.brokerName, "readQueueNums": q.readQueueNums, "writeQueueNums": q.writeQueueNums,
-            "perm": q.perm, "topicSysFlag": q.topicSysFlag}

@@ -43,10 +43,9 @@ def _parse(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Names
 
 
 def _session(master: str | None):
+    """No --master: spark-submit's master, or spark-submit's own default (local[*]) when run
+    as plain Python."""
     from spark.session import get_session
-    from pyspark import SparkConf
-    if master is None and not SparkConf().contains("spark.master"):
-        master = "local[*]"
     return get_session(master)
 
 

@@ -23,6 +23,7 @@ e.g. ``spark-submit --py-files rmqd.zip``. Rows leave the reader as Arrow record
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -117,6 +118,8 @@ class _Part(InputPartition):
 
 def plan_partitions(o: _Options) -> list[_Part]:
     """What each task reads; computed from directory listings only."""
+    if not os.path.isdir(o.path):
+        raise FileNotFoundError(f"rocketmq data source: {o.path}: no such store directory")
     parts: list[_Part] = []
     if o.kind in ("commitlog", "problems"):
         what = "commitlog" if o.kind == "commitlog" else "check-commitlog"

@@ -273,11 +273,11 @@ def _walk(buf, split: CommitLogSplit, rel: str, problems: _Problems | None,
                                  f"non-zero bytes after the end of data at {pos}")
             pos = None
             break
-        if problems is not None:
-            problems.add(rel, pos, "record", f"bad magic code 0x{magic & 0xFFFFFFFF:08X} (size field {total})")
         nxt = _resync(buf, base, pos + 1, n)
         if problems is not None:
-            problems.add(rel, pos, "record", f"skipped {((nxt if nxt is not None else n) - pos)} unreadable bytes")
+            problems.add(rel, pos, "record", f"bad magic code 0x{magic & 0xFFFFFFFF:08X} (size field {total}); "
+                                             f"{(nxt if nxt is not None else n) - pos} bytes unreadable up to "
+                                             + (f"the next record at {nxt}" if nxt is not None else "the end of the file"))
         pos = nxt
     if chunk:
         yield chunk

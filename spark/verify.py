@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
+
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
@@ -52,6 +53,11 @@ class CheckResult:
     checked: int
     problems: list[Problem] = field(default_factory=list)
     note: str = ""
+    total: int | None = None  # problems found, when more than the listed ones
+
+    @property
+    def found(self) -> int:
+        return len(self.problems) if self.total is None else self.total
 
 
 @dataclass
@@ -66,12 +72,18 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return all(c.found == 0 for c in self.checks)
 
 
-def _problems(df: DataFrame, limit: int | None) -> list[Problem]:
-    rows = (df.orderBy("file", "offset", "problem").limit(limit) if limit else df.orderBy("file", "offset", "problem")).collect()
-    return [Problem(r["file"], int(r["offset"]), r["check"], r["problem"]) for r in rows]
+def _result(name: str, checked: int, df: DataFrame, limit: int | None, note: str = "") -> CheckResult:
+    """The problems of ``df`` in file/offset order; with a limit, only the first ``limit`` are
+    listed and the total is counted."""
+    ordered = df.orderBy("file", "offset", "problem")
+    rows = (ordered.limit(limit) if limit else ordered).collect()
+    res = CheckResult(name, checked, [Problem(r["file"], int(r["offset"]), r["check"], r["problem"]) for r in rows], note)
+    if limit and len(rows) == limit:
+        res.total = df.count()
+    return res
 
 
 def _physical(df: DataFrame) -> DataFrame:
@@ -137,7 +149,7 @@ def _file_problems(spark: SparkSession, store: str, options: dict) -> DataFrame:
 
 def check_records(records: DataFrame, file_problems: DataFrame, limit: int | None) -> CheckResult:
     probs = file_problems.where(F.col("check").isin("record", "body-crc", "blank-tail"))
-    return CheckResult("record integrity", records.count(), _problems(probs, limit))
+    return _result("record integrity", records.count(), probs, limit)
 
 
 def check_consume_queues(records: DataFrame, units: DataFrame, file_problems: DataFrame,
@@ -196,7 +208,7 @@ def check_consume_queues(records: DataFrame, units: DataFrame, file_problems: Da
     allp = missing_rec.unionByName(wrong_queue).unionByName(wrong_size).unionByName(wrong_off) \
         .unionByName(wrong_tags).unionByName(gaps).unionByName(missing).unionByName(files)
     try:
-        return CheckResult("consume queues vs commit log", units.count(), _problems(allp, limit))
+        return _result("consume queues vs commit log", units.count(), allp, limit)
     finally:
         j.unpersist()
 
@@ -215,7 +227,7 @@ def check_index(records: DataFrame, entries: DataFrame, file_problems: DataFrame
     lost_p = lost.select(*_lit_problem(
         "index-missing", F.concat_ws("/", F.lit(scan.COMMITLOG_DIR), F.col("file")), F.col("filePos"),
         F.format_string("key '%s' (hash %d) of this record is not found in the index", F.col("key"), F.col("keyHash"))))
-    return CheckResult("index vs commit log", keys.count(), _problems(lost_p.unionByName(files), limit))
+    return _result("index vs commit log", keys.count(), lost_p.unionByName(files), limit)
 
 
 # --------------------------------------------------------------------------------------------
@@ -296,7 +308,7 @@ def check_content(a: DataFrame, b: DataFrame, ignore: list[str], limit: int | No
         "content", loc_a, F.col("a.filePos"),
         F.format_string("%s/%d queue offset %d differs from the other store's record at %s in: %s",
                         F.col("a.topic"), F.col("a.queueId"), F.col("a.queueOffset"), loc_b, F.col("fields"))))
-    return CheckResult("same messages (--against)", a.count(), _problems(only_a.unionByName(only_b).unionByName(diff_p), limit))
+    return _result("same messages (--against)", a.count(), only_a.unionByName(only_b).unionByName(diff_p), limit)
 
 
 # --------------------------------------------------------------------------------------------
@@ -349,9 +361,12 @@ def format_report(report: VerifyReport) -> str:
     lines = [f"rmqd spark verify {report.store}" + (f" --against {report.against}" if report.against else ""),
              f"{'check'.ljust(w)}  {'checked':>10}  {'problems':>8}  result"]
     for c in report.checks:
-        res = "FAILED" if c.problems else ("skipped" if c.checked == 0 else "ok")
-        lines.append(f"{c.name.ljust(w)}  {c.checked:>10}  {len(c.problems):>8}  {res}" + (f" ({c.note})" if c.note else ""))
-    for p in report.problems:
-        lines.append(str(p))
-    lines.append("OK" if report.ok else f"FAILED: {len(report.problems)} problem(s)")
+        res = "FAILED" if c.found else ("skipped" if c.checked == 0 else "ok")
+        lines.append(f"{c.name.ljust(w)}  {c.checked:>10}  {c.found:>8}  {res}" + (f" ({c.note})" if c.note else ""))
+    for c in report.checks:
+        lines += [str(p) for p in c.problems]
+        if c.found > len(c.problems):
+            lines.append(f"... {c.found - len(c.problems)} more {c.name} problem(s) not listed")
+    total = sum(c.found for c in report.checks)
+    lines.append("OK" if report.ok else f"FAILED: {total} problem(s)")
     return "\n".join(lines)

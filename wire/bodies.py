@@ -109,6 +109,9 @@ def _list(value: Any, what: str) -> list:
 def to_json_obj(value: Any) -> Any:
     """Dataclass tree -> plain dict/list tree in fastjson's shape (fields sorted, nulls dropped)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        custom = getattr(type(value), "to_json_obj", None)
+        if custom is not None and custom is not Body.to_json_obj:
+            return custom(value)
         out = {}
         for f in sorted(dataclasses.fields(value), key=lambda f: f.name):
             if f.metadata.get("transient"):
@@ -364,6 +367,11 @@ class BrokerData(Body):
         addrs = {as_int(k): str(v) for k, v in _obj(obj.get("brokerAddrs"), "brokerAddrs").items()}
         return cls(cluster=as_str(obj.get("cluster"), ""), brokerName=as_str(obj.get("brokerName"), ""),
                    brokerAddrs=addrs)
+
+    def to_json_obj(self) -> Any:
+        # HashMap<Long, String> iterates small non-negative ids in ascending order
+        return {"brokerAddrs": dict(sorted(self.brokerAddrs.items())), "brokerName": self.brokerName,
+                "cluster": self.cluster}
 
     def clone(self) -> "BrokerData":
         return BrokerData(self.cluster, self.brokerName, dict(self.brokerAddrs))

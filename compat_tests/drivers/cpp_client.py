@@ -4,7 +4,7 @@
 Run as a subprocess (a native crash must not take pytest down):
     python cpp_client.py CASE.json
 CASE.json: {"role": "produce" | "push" | "pull", "namesrv": "127.0.0.1:9876", "topic", "group",
-            "deadline_s", "log_dir", ...role fields (see the run_* functions)}.
+            "deadline_s", ...role fields (see the run_* functions)}.
 stdout: JSON lines (see common.py); stdin: the controller writes "stop" (or closes it) to end a
 push consumer.  Exit code 0 = ran to the end, 3 = deadline hit, anything else = crashed.
 """
@@ -16,7 +16,6 @@ import sys
 import threading
 import time
 import traceback
-from ctypes import c_char_p, c_int, c_void_p
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -25,7 +24,7 @@ from common import arm_deadline, b64, emit, hard_exit, read_case, unb64, watch_s
 
 import cpp_native  # noqa: E402
 from rocketmq.client import Message, Producer, PullConsumer, PushConsumer, RecvMessage  # noqa: E402
-from rocketmq.ffi import MessageModel, _CLogLevel, _CPullStatus, dll  # noqa: E402
+from rocketmq.ffi import MessageModel, _CPullStatus, dll  # noqa: E402
 
 # Properties the client or broker add on their own; reported but not "user" properties.
 SYSTEM_PROPERTIES = {
@@ -81,22 +80,9 @@ def describe(handle: int) -> dict[str, Any]:
     }
 
 
-def _log_setup(setter_prefix: str, handle: int, case: dict[str, Any]) -> None:
-    log_dir = case.get("log_dir")
-    if log_dir:
-        os.makedirs(log_dir, exist_ok=True)
-        set_path = getattr(dll, f"Set{setter_prefix}LogPath")
-        set_path.argtypes = [c_void_p, c_char_p]
-        set_level = getattr(dll, f"Set{setter_prefix}LogLevel")
-        set_level.argtypes = [c_void_p, c_int]
-        set_path(handle, log_dir.encode())
-        set_level(handle, int(_CLogLevel.INFO))
-
-
 def run_produce(case: dict[str, Any]) -> None:
     producer = Producer(case["group"], timeout=int(case.get("send_timeout_ms", 3000)))
     producer.set_namesrv_addr(case["namesrv"])
-    _log_setup("Producer", producer._handle, case)
     producer.start()
     emit("started")
     mode = case.get("mode", "sync")
@@ -165,7 +151,6 @@ def run_push(case: dict[str, Any]) -> None:
         consumer.set_instance_name(case["instance"])
     if case.get("thread_count"):
         consumer.set_thread_count(int(case["thread_count"]))
-    _log_setup("PushConsumer", consumer._handle, case)
     stop = threading.Event()
     watch_stdin_for_stop(stop)
     received = 0
@@ -224,7 +209,6 @@ def run_pull(case: dict[str, Any]) -> None:
     """
     consumer = PullConsumer(case["group"])
     consumer.set_namesrv_addr(case["namesrv"])
-    _log_setup("PullConsumer", consumer._handle, case)
     consumer.start()
     emit("started")
     handle = consumer._handle

@@ -218,3 +218,22 @@ def test_clean_recovery_validator_agrees_with_the_dispatch_parser(flip, val, cut
     assert (size > 0) == (req.success and req.msg_size > 0)
     if size > 0:
         assert size == req.msg_size
+
+
+def test_file_creation_failure_is_reported(tmp_path, monkeypatch):
+    import errno
+    from store.mapped_file import MappedFileQueue
+
+    with DefaultMessageStore(MessageStoreConfig(storePathRootDir=str(tmp_path), mappedFileSizeCommitLog=4096)) as s:
+        assert s.put_message(MessageExtBrokerInner("T", 0, b"x" * 3000)).is_ok()
+
+        def no_space(self, *a, **k):
+            if a:  # creating a file
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return orig(self)
+        orig = MappedFileQueue.get_last_mapped_file
+        monkeypatch.setattr(MappedFileQueue, "get_last_mapped_file", no_space)
+        r = s.put_message(MessageExtBrokerInner("T", 0, b"y" * 3000))  # needs a new file
+        assert r.putMessageStatus is PutMessageStatus.CREATE_MAPEDFILE_FAILED
+        monkeypatch.undo()
+        assert s.put_message(MessageExtBrokerInner("T", 0, b"z" * 3000)).appendMessageResult.logicsOffset == 1

@@ -38,8 +38,8 @@ def _put(s, n, topic="T", qid=0, tags=("A", "B")):
 
 
 def test_get_message_statuses_and_next_begin_offset(store):
-    r = store.get_message("g", "T", 0, 0, 32)
-    assert r.status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE and r.next_begin_offset == 0
+    r = store.get_message("g", "T", 0, 7, 32)  # unknown queue: created empty, as RocketMQ does
+    assert r.status is GetMessageStatus.NO_MESSAGE_IN_QUEUE and r.next_begin_offset == 0
     _put(store, 50)
     r = store.get_message("g", "T", 0, 0, 32)
     assert r.status is GetMessageStatus.FOUND and r.msg_count == 32 and r.next_begin_offset == 32
@@ -245,3 +245,13 @@ def test_config_defaults_and_broker_conf_mapping():
     assert c.get_mapped_file_size_consume_queue() == 6020  # rounded up to whole units, as RocketMQ
     with pytest.raises(ValueError, match="maxMessageSize"):
         c.update({"maxMessageSize": "big"})
+
+
+def test_small_queries(store):
+    rs = _put(store, 4, topic="Q", qid=1)
+    assert store.get_message_total_in_queue("Q", 1) == 4 and store.get_message_total_in_queue("Q", 9) == 0
+    assert store.get_earliest_message_time_of_store() == rs[0].appendMessageResult.storeTimestamp
+    assert store.check_in_disk_by_consume_offset("Q", 1, 0) is False
+    assert "Q" in store.get_topics()
+    assert store.delete_topics({"Q"}) == 1
+    assert store.get_max_offset_in_queue("Q", 1) == 0 and "Q" not in store.get_topics()

@@ -72,3 +72,10 @@ def test_export_parquet(spark, tmp_path, capsys):
     assert export_main([str(CLEAN / "store"), str(out), "--master", "local[2]"]) == 2  # exists, no --overwrite
     assert "rmqd spark export" in capsys.readouterr().err
     assert export_main([str(tmp_path / "nope"), str(out)]) == 2
+
+
+def test_missing_store_is_a_clear_error(spark, tmp_path):
+    with pytest.raises(Exception, match="no such store directory"):
+        read(spark, tmp_path / "absent", "commitlog").count()
+    (tmp_path / "empty").mkdir()
+    assert read(spark, tmp_path / "empty", "commitlog").count() == 0

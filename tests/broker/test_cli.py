@@ -1,0 +1,217 @@
+"""`rmqd` as a user runs it: subprocesses on free loopback ports, the ready line, SIGTERM ->
+exit 0, one-line errors with a non-zero exit and never a traceback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import trio
+
+from broker.remoting_client import RemotingClient
+from wire.bodies import ClusterInfo
+from wire.codes import RequestCode, ResponseCode
+from wire.frame import make_request
+
+pytestmark = pytest.mark.timeout(60)
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE_CONF = REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "broker.conf"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_broker_port() -> int:
+    """A port p with p and p-2 (the fast port) both free."""
+    for _ in range(50):
+        p = free_port()
+        if p < 1030:
+            continue
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", p))
+                b.bind(("127.0.0.1", p - 2))
+            return p
+        except OSError:
+            continue
+    raise RuntimeError("no free port pair")
+
+
+def rmqd(*args: str, cwd: Path | None = None) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "broker", *args], cwd=cwd or REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_ready(proc: subprocess.Popen, timeout: float = 20) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith("rmqd ready"):
+            return line.strip()
+        if not line and proc.poll() is not None:
+            raise AssertionError(f"rmqd exited {proc.returncode}: {proc.stderr.read()}")
+    proc.kill()
+    raise AssertionError("no ready line")
+
+
+def stop(proc: subprocess.Popen) -> tuple[int, str]:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    return proc.returncode, err
+
+
+def run_once(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "broker", *args], cwd=cwd or REPO, capture_output=True, text=True,
+                          timeout=30)
+
+
+def invoke(addr: str, code: int, ext: dict | None = None):
+    async def main():
+        async with RemotingClient() as client:
+            return await client.invoke(addr, make_request(code, ext), 5)
+    return trio.run(main)
+
+
+def test_namesrv_ready_answers_and_exits_0_on_sigterm(tmp_path):
+    port = free_port()
+    proc = rmqd("namesrv", "--host", "127.0.0.1", "--port", str(port), "--kv-config", str(tmp_path / "kv.json"))
+    try:
+        line = wait_ready(proc)
+        assert line == f"rmqd ready namesrv=127.0.0.1:{port}"
+        resp = invoke(f"127.0.0.1:{port}", RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
+        assert resp.code == ResponseCode.TOPIC_NOT_EXIST
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err
+    assert "Traceback" not in err
+
+
+def test_namesrv_sigint_also_exits_0(tmp_path):
+    proc = rmqd("namesrv", "--host", "127.0.0.1", "--port", "0", "--kv-config", str(tmp_path / "kv.json"))
+    wait_ready(proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+
+
+def test_serve_registers_broker_and_stops_cleanly(tmp_path):
+    ns_port, br_port = free_port(), free_broker_port()
+    store = tmp_path / "store"
+    proc = rmqd("serve", "--host", "127.0.0.1", "--namesrv-port", str(ns_port), "--broker-port", str(br_port),
+                "--store", str(store), "--kv-config", str(tmp_path / "kv.json"))
+    try:
+        line = wait_ready(proc)
+        assert line.startswith(f"rmqd ready namesrv=127.0.0.1:{ns_port} broker=127.0.0.1:{br_port} "
+                               f"fast=127.0.0.1:{br_port - 2}")
+        assert str(store) in line
+        info = ClusterInfo.decode(invoke(f"127.0.0.1:{ns_port}", RequestCode.GET_BROKER_CLUSTER_INFO).body)
+        (broker,) = info.brokerAddrTable.values()
+        assert broker.brokerAddrs == {0: f"127.0.0.1:{br_port}"}
+        route = invoke(f"127.0.0.1:{ns_port}", RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
+        assert route.code == 0
+        # the fast port answers too
+        fast = invoke(f"127.0.0.1:{br_port - 2}", 31999)
+        assert fast.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err
+    assert not (store / "abort").exists()
+
+
+def test_broker_alone_registers_with_a_name_server(tmp_path):
+    ns_port, br_port = free_port(), free_broker_port()
+    ns = rmqd("namesrv", "--host", "127.0.0.1", "--port", str(ns_port), "--kv-config", str(tmp_path / "kv.json"))
+    try:
+        wait_ready(ns)
+        conf = tmp_path / "broker.conf"
+        conf.write_text(f"brokerClusterName=C9\nbrokerName=b9\nlistenPort={br_port}\nbrokerIP1=127.0.0.1\n"
+                        f"storePathRootDir={tmp_path / 's'}\n")
+        br = rmqd("broker", "-n", f"127.0.0.1:{ns_port}", "-c", str(conf), "--host", "127.0.0.1")
+        try:
+            assert "broker=127.0.0.1:%d" % br_port in wait_ready(br)
+            info = ClusterInfo.decode(invoke(f"127.0.0.1:{ns_port}", RequestCode.GET_BROKER_CLUSTER_INFO).body)
+            assert info.clusterAddrTable == {"C9": ["b9"]}
+        finally:
+            code, err = stop(br)
+        assert code == 0, err
+        # unregistered on the way out
+        info = ClusterInfo.decode(invoke(f"127.0.0.1:{ns_port}", RequestCode.GET_BROKER_CLUSTER_INFO).body)
+        assert info.brokerAddrTable == {}
+    finally:
+        stop(ns)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("rmqd: ")
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_unknown_config_key_is_one_line(tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=x\nlistenPrt=10911\n")
+    result = run_once("broker", "-n", "127.0.0.1:9876", "-c", str(conf))
+    assert_one_line_error(result, "listenPrt", str(conf))
+
+
+def test_bad_config_value_and_missing_file(tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("defaultTopicQueueNums=many\n")
+    assert_one_line_error(run_once("broker", "-n", "127.0.0.1:9876", "-c", str(conf)), "defaultTopicQueueNums")
+    assert_one_line_error(run_once("serve", "-c", str(tmp_path / "missing.conf")), "does not exist")
+
+
+def test_port_in_use_is_one_line(tmp_path):
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        result = run_once("namesrv", "--host", "127.0.0.1", "--port", str(port), "--kv-config",
+                          str(tmp_path / "kv.json"))
+    assert_one_line_error(result, "address already in use")
+
+
+def test_unusable_store_is_one_line(tmp_path):
+    not_dir = tmp_path / "file"
+    not_dir.write_text("x")
+    assert_one_line_error(run_once("serve", "--store", str(not_dir), "--namesrv-port", "0"), "not a directory")
+    assert_one_line_error(run_once("serve", "--store", str(tmp_path / "no" / "such" / "store"),
+                                   "--namesrv-port", "0"), "does not exist")
+    assert_one_line_error(run_once("store", "verify", str(tmp_path / "nothing")), "does not exist")
+
+
+def test_help_and_usage():
+    result = run_once("--help")
+    assert result.returncode == 0 and "serve" in result.stdout and "namesrv" in result.stdout
+    assert run_once().returncode == 2
+    assert run_once("serve", "--broker-port", "notanumber").returncode == 2
+
+
+def test_store_dump_and_verify_on_fixture_store():
+    store = REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "store"
+    verify = run_once("store", "verify", str(store))
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "Traceback" not in verify.stderr
+    dump = run_once("store", "dump", str(store))
+    assert dump.returncode == 0, dump.stderr
+    assert dump.stdout.count("\n") > 10
