@@ -16,6 +16,7 @@ file removed).
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import time
 from pathlib import Path
@@ -79,17 +80,25 @@ class BrokerStats:
         self.get_today_morning = 0
         self.get_yesterday_morning = 0
         self._day = time.localtime().tm_yday
+        self._day_end = 0.0  # time.time() before which the day cannot have changed
         self._group_get: dict[tuple[str, str], collections.deque] = {}
 
     def _roll_day(self) -> None:
-        day = time.localtime().tm_yday
+        now = time.time()
+        if now < self._day_end:
+            return
+        local = time.localtime(now)
+        day = local.tm_yday
         if day != self._day:
             self._day = day
             self.put_yesterday_morning, self.put_today_morning = self.put_today_morning, self.put_total
             self.get_yesterday_morning, self.get_today_morning = self.get_today_morning, self.get_total
+        # look again at the next full minute at the latest (cheap, and safe across DST changes)
+        self._day_end = now - local.tm_sec + 60 - (now % 1)
 
     def on_put(self, append: Any) -> None:
-        self._roll_day()
+        if time.time() >= self._day_end:
+            self._roll_day()
         self.put_total += int(getattr(append, "msgNum", 1) or 1)
 
     def on_get(self, group: str, topic: str, count: int) -> None:
@@ -159,6 +168,9 @@ class BrokerRole:
                            EndTransactionProcessor(self, self.transaction_service)]
         for processor in self.processors:
             self.server.register_many(processor.handlers())
+            inline = getattr(processor, "inline_handlers", None)
+            if inline is not None:  # hot codes answered on the read loop, no task per request
+                self.server.register_inline_many(inline())
         self.server.add_close_listener(self._on_channel_close)
         self.bound: dict[str, tuple[str, int]] = {}
         self._outer: BrokerOuterAPI | None = None
@@ -341,7 +353,7 @@ class BrokerRole:
         host, port = born_host
         return MessageExtBrokerInner(
             topic=topic, queue_id=queue_id, body=body, properties=properties, flag=flag, sys_flag=sys_flag,
-            born_timestamp=born_timestamp, born_host=ip_to_bytes(host or "127.0.0.1"), born_port=port,
+            born_timestamp=born_timestamp, born_host=_ip_bytes(host or "127.0.0.1"), born_port=port,
             store_host=self.store_host, store_port=self.store_port, reconsume_times=reconsume_times,
             properties_string=properties_string)
 
@@ -352,10 +364,13 @@ class BrokerRole:
         ordered = java_hashmap_order(properties)
         return MessageExtBatch(
             topic=topic, queue_id=queue_id, body=body, properties=ordered, sys_flag=sys_flag,
-            born_timestamp=born_timestamp, born_host=ip_to_bytes(host or "127.0.0.1"), born_port=port,
+            born_timestamp=born_timestamp, born_host=_ip_bytes(host or "127.0.0.1"), born_port=port,
             store_host=self.store_host, store_port=self.store_port, reconsume_times=reconsume_times)
 
     async def prepare_transaction_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        return self.put_half_message(msg)
+
+    def put_half_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         """TransactionalMessageBridge.parseHalfMessageInner + putMessage: the half message goes to
         RMQ_SYS_TRANS_HALF_TOPIC queue 0 with its real topic/queue in properties (issue 5 resolves it)."""
         props = dict(msg.properties)
@@ -449,6 +464,12 @@ class BrokerRole:
         if flushed is None:
             return 0
         return max(self.store.get_max_phy_offset() - int(flushed), 0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _ip_bytes(host: str) -> bytes:
+    """ip_to_bytes of a client address (the same few repeat on every message)."""
+    return ip_to_bytes(host)
 
 
 def _java_text(v: Any) -> str:

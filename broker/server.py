@@ -14,12 +14,14 @@ over the connection the client opened.
 
 from __future__ import annotations
 
+import collections
 import inspect
 import itertools
 import logging
+import socket
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, Sequence
 
 import trio
 
@@ -31,6 +33,12 @@ from wire.frame import (RPC_ONEWAY, RPC_TYPE_RESPONSE, FrameDecoder, RemotingCom
 log = logging.getLogger("rmqd.server")
 
 Handler = Callable[["RequestContext", RemotingCommand], Awaitable[RemotingCommand | None]]
+#: A handler run synchronously on the connection's read loop (no task per request). It answers
+#: at once (a command, or None for no answer) or hands back an awaitable when it must wait
+#: (a long-polling pull, a SYNC_FLUSH send): that part then runs in a task of its own, so
+#: slow requests still never hold up the connection.
+InlineHandler = Callable[["RequestContext", RemotingCommand],
+                         "RemotingCommand | None | Awaitable[RemotingCommand | None]"]
 CloseListener = Callable[["Channel"], Any]
 
 RECEIVE_CHUNK = 256 * 1024
@@ -39,6 +47,11 @@ DEFAULT_IDLE_SECONDS = 120.0
 # Bounded per-connection concurrency: beyond this many in-flight requests we stop reading
 # (TCP back-pressure) instead of queueing without limit.
 MAX_IN_FLIGHT_PER_CONNECTION = 1024
+# Answers the peer does not read yet are queued up to this many bytes before the connection
+# stops reading requests (TCP back-pressure again, instead of buffering without limit).
+MAX_QUEUED_RESPONSE_BYTES = 4 * 1024 * 1024
+# sendmsg() takes at most IOV_MAX (1024 on Linux) buffers per call.
+_MAX_IOV = 512
 
 
 class RemotingError(Exception):
@@ -81,11 +94,39 @@ class _Pending:
     response: RemotingCommand | None = None
 
 
+def _raw_socket(stream: Any) -> socket.socket | None:
+    """The connected stdlib socket under a trio SocketStream, for the non-blocking fast path
+    (read when epoll says readable, write straight away; no scheduler round trip per call).
+    None for any other stream: those go through the portable trio Stream calls."""
+    if isinstance(stream, trio.SocketStream):
+        sock = getattr(stream.socket, "_sock", None)
+        if isinstance(sock, socket.socket):
+            return sock
+    return None
+
+
+def _frame_parts(cmd: RemotingCommand) -> list[bytes | bytearray | memoryview]:
+    """The frame's buffers. A body given as a list/tuple of buffers is not joined (pull
+    responses hand over memoryviews of the commit log)."""
+    body = cmd.body
+    if isinstance(body, (list, tuple)):
+        cmd.body = None
+        try:
+            return encode_frame_parts(cmd, body)
+        finally:
+            cmd.body = body
+    return [encode_frame(cmd)]
+
+
 class Channel:
     """One TCP connection. Processors keep it (e.g. in a client table) to call the peer later.
 
     `remote_addr` is "ip:port" as RocketMQ's RemotingHelper.parseChannelRemoteAddr gives it.
     `attrs` is free for processors (client id, language, version, ...).
+
+    Writes never interleave frames: every frame goes into one ordered queue of buffers that
+    is written as far as the socket takes it at once; what is left is written by one flusher
+    (the writer that waits, or a background task for the read loop).
     """
 
     _ids = itertools.count(1)
@@ -99,7 +140,12 @@ class Channel:
         self.closed = False
         self.close_reason: str | None = None
         self.last_activity = trio.current_time()
-        self._write_lock = trio.Lock()
+        self._sock = _raw_socket(stream)
+        self._out: collections.deque[bytes | bytearray | memoryview] = collections.deque()
+        self._out_bytes = 0
+        self._flushing = False
+        self._drained: trio.Event | None = None
+        self._nursery: trio.Nursery | None = None
         self._opaque = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
         self._closed_event = trio.Event()
@@ -119,27 +165,118 @@ class Channel:
 
     # -- writing ---------------------------------------------------------------------------
     async def send(self, cmd: RemotingCommand) -> None:
-        """Write one frame. A body given as a list/tuple of buffers is written without
-        joining (pull responses hand over memoryviews of the commit log)."""
+        """Write one frame (waits while earlier output is still queued: back-pressure)."""
         if self.closed:
             raise RemotingSendRequestError(f"channel to {self.remote_addr} is closed")
-        body = cmd.body
-        if isinstance(body, (list, tuple)):
-            cmd.body = None
-            try:
-                parts = encode_frame_parts(cmd, list(body))
-            finally:
-                cmd.body = body
-        else:
-            parts = [encode_frame(cmd)]
+        self.write_nowait(_frame_parts(cmd))
+        if self._out:
+            await self.drain()
+
+    def write_nowait(self, parts: Sequence[bytes | bytearray | memoryview]) -> None:
+        """Queue frame buffers and write as much as the socket takes now (no waiting)."""
+        if self.closed:
+            raise RemotingSendRequestError(f"channel to {self.remote_addr} is closed")
+        out = self._out
+        for part in parts:
+            n = len(part)
+            if n:
+                out.append(part)
+                self._out_bytes += n
+        if self._sock is not None and out:
+            self._send_some()
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes accepted for writing that the socket has not taken yet."""
+        return self._out_bytes
+
+    def _send_some(self) -> None:
+        """One non-blocking write of the queue's head buffers (the socket path only)."""
+        out = self._out
+        sock = self._sock
+        assert sock is not None
         try:
-            async with self._write_lock:
-                for part in parts:
-                    await self.stream.send_all(part)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            self._mark_closed(f"write failed: {exc}")
-            raise RemotingSendRequestError(f"send to {self.remote_addr} failed: {exc}") from exc
+            while out:
+                if len(out) == 1:
+                    n = sock.send(out[0])
+                else:
+                    n = sock.sendmsg(list(itertools.islice(out, 0, _MAX_IOV)))
+                self._out_bytes -= n
+                while n:
+                    head = out[0]
+                    size = len(head)
+                    if n >= size:
+                        out.popleft()
+                        n -= size
+                    else:
+                        out[0] = memoryview(head)[n:]
+                        n = 0
+                if out:  # a short write: the socket buffer is full
+                    break
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            self._write_failed(exc)
         self.last_activity = trio.current_time()
+
+    def _write_failed(self, exc: BaseException) -> None:
+        self._out.clear()
+        self._out_bytes = 0
+        self._mark_closed(f"write failed: {exc}")
+        raise RemotingSendRequestError(f"send to {self.remote_addr} failed: {exc}") from exc
+
+    async def drain(self) -> None:
+        """Wait until everything queued is written (one task writes, the others wait)."""
+        while self._out:
+            if self.closed:
+                raise RemotingSendRequestError(f"channel to {self.remote_addr} is closed")
+            if self._flushing:
+                if self._drained is None:
+                    self._drained = trio.Event()
+                await self._drained.wait()
+                continue
+            self._flushing = True
+            try:
+                await self._flush()
+            finally:
+                self._flushing = False
+                drained, self._drained = self._drained, None
+                if drained is not None:
+                    drained.set()
+
+    async def _flush(self) -> None:
+        out = self._out
+        sock = self._sock
+        try:
+            while out:
+                if sock is None:
+                    part = out[0]
+                    await self.stream.send_all(part)
+                    out.popleft()
+                    self._out_bytes -= len(part)
+                    self.last_activity = trio.current_time()
+                else:
+                    await trio.lowlevel.wait_writable(sock)
+                    self._send_some()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self._write_failed(exc)
+
+    async def _background_drain(self) -> None:
+        try:
+            await self.drain()
+        except RemotingSendRequestError as exc:
+            log.warning("process request over, but response failed: %s", exc)
+
+    def _drain_soon(self) -> None:
+        """Have the queued output written by a background task (the read loop goes on)."""
+        if not self._flushing and self._nursery is not None:
+            self._flushing = True  # reserved for the task: nobody else starts flushing
+
+            async def run() -> None:
+                self._flushing = False
+                await self._background_drain()
+
+            self._nursery.start_soon(run)
 
     async def send_request_oneway(self, cmd: RemotingCommand) -> None:
         """Send a request that expects no answer (sets the oneway flag, like Java's invokeOneway)."""
@@ -183,6 +320,9 @@ class Channel:
         for pending in self._pending.values():
             pending.event.set()
         self._closed_event.set()
+        drained, self._drained = self._drained, None
+        if drained is not None:
+            drained.set()
 
     async def wait_closed(self) -> None:
         await self._closed_event.wait()
@@ -213,6 +353,7 @@ class Dispatcher:
         self.name = name
         self.idle_seconds = idle_seconds
         self._handlers: dict[int, Handler] = {}
+        self._inline: dict[int, InlineHandler] = {}
         self._default: Handler | None = None
         self._close_listeners: list[CloseListener] = []
         self.channels: set[Channel] = set()
@@ -223,17 +364,27 @@ class Dispatcher:
     # -- registration ----------------------------------------------------------------------
     def register(self, code: int, handler: Handler) -> None:
         self._handlers[int(code)] = handler
+        self._inline.pop(int(code), None)
 
     def register_many(self, table: dict[int, Handler]) -> None:
         for code, handler in table.items():
             self.register(code, handler)
 
+    def register_inline(self, code: int, handler: InlineHandler) -> None:
+        """A handler called on the read loop itself (see InlineHandler); replaces `register`'s."""
+        self._inline[int(code)] = handler
+        self._handlers.pop(int(code), None)
+
+    def register_inline_many(self, table: dict[int, InlineHandler]) -> None:
+        for code, handler in table.items():
+            self.register_inline(code, handler)
+
     def register_default(self, handler: Handler) -> None:
         """Handler for codes without their own (RocketMQ's defaultRequestProcessor)."""
         self._default = handler
 
-    def handler_for(self, code: int) -> Handler | None:
-        return self._handlers.get(code, self._default)
+    def handler_for(self, code: int) -> Handler | InlineHandler | None:
+        return self._inline.get(code) or self._handlers.get(code, self._default)
 
     def add_close_listener(self, listener: CloseListener) -> None:
         """listener(channel), sync or async, runs once when any connection closes."""
@@ -242,8 +393,13 @@ class Dispatcher:
     # -- request processing ----------------------------------------------------------------
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         """Run the handler and build the response to write (None: write nothing)."""
-        handler = self.handler_for(request.code)
-        oneway = bool(request.flag & RPC_ONEWAY)
+        inline = self._inline.get(request.code)
+        if inline is not None:
+            result = self._call_inline(RequestContext(channel, self), request, inline)
+            if isinstance(result, _Later):
+                return await self._finish_later(channel, request, result.awaitable)
+            return result
+        handler = self._handlers.get(request.code, self._default)
         if handler is None:
             log.error("%s request type %s not supported", channel.remote_addr, request.code)
             return make_response(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
@@ -252,34 +408,75 @@ class Dispatcher:
             response = await handler(RequestContext(channel, self), request)
         except trio.Cancelled:
             raise
-        except WireError as exc:  # a bad header/body from the peer: RocketMQ's RemotingCommandException
-            log.warning("bad request (code %s from %s): %s", request.code, channel.remote_addr, exc)
-            if oneway:
-                return None
-            return make_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(exc))
         except Exception as exc:  # noqa: BLE001 - a failing handler must not take the connection down
-            log.exception("process request exception (code %s from %s)", request.code, channel.remote_addr)
-            if oneway:
-                return None
-            return make_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(exc))
-        if oneway or response is None:
+            return self._failed(channel, request, exc)
+        return self._finish(request, response)
+
+    def _call_inline(self, ctx: RequestContext, request: RemotingCommand,
+                     handler: InlineHandler) -> "RemotingCommand | None | _Later":
+        """Run an inline handler: the finished response, or _Later(awaitable) to await in a task."""
+        try:
+            result = handler(ctx, request)
+        except Exception as exc:  # noqa: BLE001 - a failing handler must not take the connection down
+            return self._failed(ctx.channel, request, exc)
+        if result is None or type(result) is RemotingCommand:
+            return self._finish(request, result)
+        if inspect.isawaitable(result):
+            return _Later(result)
+        return self._finish(request, result)
+
+    async def _finish_later(self, channel: Channel, request: RemotingCommand,
+                            awaitable: Awaitable[RemotingCommand | None]) -> RemotingCommand | None:
+        try:
+            response = await awaitable
+        except trio.Cancelled:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            return self._failed(channel, request, exc)
+        return self._finish(request, response)
+
+    @staticmethod
+    def _finish(request: RemotingCommand, response: RemotingCommand | None) -> RemotingCommand | None:
+        if response is None or request.flag & RPC_ONEWAY:
             return None
         response.opaque = request.opaque
         response.flag |= RPC_TYPE_RESPONSE
         response.serialize_type = request.serialize_type
         return response
 
-    async def _run_request(self, channel: Channel, request: RemotingCommand, limiter: trio.Semaphore) -> None:
+    @staticmethod
+    def _failed(channel: Channel, request: RemotingCommand, exc: Exception) -> RemotingCommand | None:
+        if isinstance(exc, WireError):  # a bad header/body from the peer: RocketMQ's RemotingCommandException
+            log.warning("bad request (code %s from %s): %s", request.code, channel.remote_addr, exc)
+        else:
+            log.error("process request exception (code %s from %s)", request.code, channel.remote_addr,
+                      exc_info=exc)
+        if request.flag & RPC_ONEWAY:
+            return None
+        return make_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(exc))
+
+    @staticmethod
+    def _response_parts(request: RemotingCommand, response: RemotingCommand) -> list[bytes | bytearray | memoryview]:
         try:
-            response = await self.process_request(channel, request)
+            return _frame_parts(response)
+        except WireError as exc:  # the handler built a response that cannot be encoded
+            log.error("response to code %s cannot be encoded: %s", request.code, exc)
+            return [encode_frame(make_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(exc)))]
+
+    async def _run_request(self, channel: Channel, request: RemotingCommand, limiter: trio.Semaphore,
+                           later: Awaitable[RemotingCommand | None] | None = None) -> None:
+        try:
+            if later is not None:
+                response = await self._finish_later(channel, request, later)
+            else:
+                response = await self.process_request(channel, request)
             if response is not None and not channel.closed:
                 try:
-                    await channel.send(response)
+                    channel.write_nowait(self._response_parts(request, response))
+                    if channel._out:
+                        await channel.drain()
                 except RemotingSendRequestError as exc:
                     log.warning("process request over, but response failed: %s", exc)
-                except WireError as exc:  # the handler built a response that cannot be encoded
-                    log.error("response to code %s cannot be encoded: %s", request.code, exc)
-                    await channel.send(make_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(exc)))
         finally:
             limiter.release()
             self._in_flight -= 1
@@ -307,6 +504,7 @@ class Dispatcher:
         try:
             async with trio.open_nursery() as requests:
                 channel._cancel_connection = requests.cancel_scope.cancel
+                channel._nursery = requests
                 graceful = False
                 async with trio.open_nursery() as reader:
                     if stop_reading is not None:
@@ -314,57 +512,109 @@ class Dispatcher:
                             await stop_reading.wait()
                             reader.cancel_scope.cancel()
                         reader.start_soon(watch_stop)
+                    if self.idle_seconds is not None:
+                        reader.start_soon(self._watch_idle, channel, self.idle_seconds, reader.cancel_scope)
                     reader.start_soon(self._read_loop, channel, requests, limiter, reader.cancel_scope)
                 if stop_reading is not None and stop_reading.is_set() and not channel.closed:
                     graceful = True
                 if graceful:
                     requests.cancel_scope.deadline = trio.current_time() + grace_seconds
+                    if channel._out:
+                        channel._drain_soon()
                 else:
                     requests.cancel_scope.cancel()
         finally:
+            channel._nursery = None
             channel._mark_closed(channel.close_reason or "connection finished")
             self.channels.discard(channel)
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(channel.stream)
                 await self._fire_close_listeners(channel)
 
+    async def _watch_idle(self, channel: Channel, idle_seconds: float, reader_scope: trio.CancelScope) -> None:
+        """RocketMQ's idle handler: a connection with no traffic for idle_seconds is closed."""
+        while True:
+            deadline = channel.last_activity + idle_seconds
+            if trio.current_time() >= deadline:
+                log.info("closing idle connection %s", channel.remote_addr)
+                channel._mark_closed("idle")
+                reader_scope.cancel()
+                return
+            await trio.sleep_until(deadline)
+
     async def _read_loop(self, channel: Channel, requests: trio.Nursery, limiter: trio.Semaphore,
                          reader_scope: trio.CancelScope) -> None:
         decoder = FrameDecoder()
+        sock = channel._sock
+        ctx = RequestContext(channel, self)
+        inline_handlers = self._inline
+        wait_readable = trio.lowlevel.wait_readable
         try:
             while True:
-                data = await self._receive(channel)
+                if sock is not None:
+                    # readable first (a scheduling point), then one recv that gets the data
+                    await wait_readable(sock)
+                    try:
+                        data = sock.recv(RECEIVE_CHUNK)
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                else:
+                    data = await channel.stream.receive_some(RECEIVE_CHUNK)
                 if not data:
                     channel._mark_closed("peer closed the connection")
                     break
                 channel.last_activity = trio.current_time()
                 decoder.feed(data)
+                batch: list[bytes | bytearray | memoryview] = []
                 for cmd in decoder:
                     if cmd.flag & RPC_TYPE_RESPONSE:
                         channel._complete(cmd)
                         continue
-                    await limiter.acquire()
+                    inline = inline_handlers.get(cmd.code)
+                    if inline is not None:
+                        response = self._call_inline(ctx, cmd, inline)
+                        if response is None:
+                            continue
+                        if not isinstance(response, _Later):
+                            batch += self._response_parts(cmd, response)
+                            continue
+                        later: Awaitable[RemotingCommand | None] | None = response.awaitable
+                    else:
+                        later = None
+                    try:
+                        limiter.acquire_nowait()
+                    except trio.WouldBlock:
+                        try:
+                            await limiter.acquire()
+                        except BaseException:
+                            if later is not None and inspect.iscoroutine(later):
+                                later.close()
+                            raise
                     if self._in_flight == 0:
                         self._idle_event = trio.Event()
                     self._in_flight += 1
-                    requests.start_soon(self._run_request, channel, cmd, limiter)
+                    requests.start_soon(self._run_request, channel, cmd, limiter, later)
+                if batch and not channel.closed:
+                    try:
+                        channel.write_nowait(batch)
+                    except RemotingSendRequestError as exc:
+                        log.warning("process request over, but response failed: %s", exc)
+                        break
+                if channel._out:
+                    if sock is None or channel._out_bytes > MAX_QUEUED_RESPONSE_BYTES:
+                        try:
+                            await channel.drain()  # stop reading until the peer reads
+                        except RemotingSendRequestError as exc:
+                            log.warning("process request over, but response failed: %s", exc)
+                            break
+                    else:
+                        channel._drain_soon()
         except WireError as exc:
             log.warning("framing error from %s, closing the connection: %s", channel.remote_addr, exc)
             channel._mark_closed(f"framing error: {exc}")
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             channel._mark_closed(f"read failed: {exc}")
         reader_scope.cancel()
-
-    async def _receive(self, channel: Channel) -> bytes:
-        if self.idle_seconds is None:
-            return await channel.stream.receive_some(RECEIVE_CHUNK)
-        while True:
-            with trio.move_on_at(channel.last_activity + self.idle_seconds):
-                return await channel.stream.receive_some(RECEIVE_CHUNK)
-            if trio.current_time() >= channel.last_activity + self.idle_seconds:
-                log.info("closing idle connection %s", channel.remote_addr)
-                channel._mark_closed("idle")
-                return b""
 
     async def _fire_close_listeners(self, channel: Channel) -> None:
         for listener in self._close_listeners:
@@ -374,6 +624,13 @@ class Dispatcher:
                     await result
             except Exception:  # noqa: BLE001
                 log.exception("close listener failed for %s", channel)
+
+
+@dataclass(slots=True)
+class _Later:
+    """An inline handler's answer that is not ready yet."""
+
+    awaitable: Awaitable[RemotingCommand | None]
 
 
 class RemotingServer(Dispatcher):
@@ -468,7 +725,7 @@ class RemotingServer(Dispatcher):
 
 
 __all__ = [
-    "Channel", "CloseListener", "Dispatcher", "Handler", "RemotingConnectError", "RemotingError",
+    "Channel", "CloseListener", "Dispatcher", "Handler", "InlineHandler", "RemotingConnectError", "RemotingError",
     "RemotingSendRequestError", "RemotingServer", "RemotingTimeoutError", "RequestContext",
     "exception_simple_desc",
 ]

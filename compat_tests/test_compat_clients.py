@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from conftest import Session, body_prefix, client_problem
-from harness import body_of, msg_spec
+from compat_harness import body_of, msg_spec
+from compat_session import Session, body_prefix, client_problem
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(180)
 
-CONSUME_WAIT_S = 60.0
+CONSUME_WAIT_S = 30.0
 NO_MESSAGE_HINT = (
     "no message reached a new consumer group: a new group asks QUERY_CONSUMER_OFFSET and starts at the "
     "answer (Apache RocketMQ answers 0 for a queue whose first message is still in memory); "
@@ -46,6 +46,23 @@ def by_body(msgs: list[dict[str, Any]]) -> dict[bytes, list[dict[str, Any]]]:
     for m in msgs:
         out.setdefault(body_of(m), []).append(m)
     return out
+
+
+def fresh_topic(s: Session) -> str:
+    """A new topic, created the way clients create topics: by a first send."""
+    topic = s.name("t")
+    s.create_topic(topic)
+    return topic
+
+
+def settled_pair(s: Session) -> tuple[str, Any, Any]:
+    """A new topic and two push consumers of one new group that own disjoint queues."""
+    topic = fresh_topic(s)
+    group = s.name("cg")
+    c1 = s.push(topic, group)
+    c2 = s.push(topic, group)
+    s.settle_cluster([c1, c2], topic)
+    return topic, c1, c2
 
 
 def numbered(prefix: str, n: int, **kw: Any) -> list[dict[str, Any]]:
@@ -86,8 +103,7 @@ def offset_msg_id_of(m: dict[str, Any]) -> str:
 @pytest.mark.compat_case("send async")
 def test_send_async(session: Session) -> None:
     s = session
-    topic = s.name("t")
-    s.create_topic(topic)
+    topic = fresh_topic(s)
     specs = numbered("async", 20, tags="TagAsync")
     sent = s.produce(topic, specs, mode="async").of("sent")
     assert sorted(e["index"] for e in sent) == list(range(20)), sent
@@ -101,8 +117,7 @@ def test_send_async(session: Session) -> None:
 @pytest.mark.unsupported(ons="ali-ons has no oneway send API (only Producer.send)")
 def test_send_oneway(session: Session) -> None:
     s = session
-    topic = s.name("t")
-    s.create_topic(topic)
+    topic = fresh_topic(s)
     specs = numbered("oneway", 10, tags="TagOne")
     sent = s.produce(topic, specs, mode="oneway").of("sent")
     assert len(sent) == 10
@@ -116,8 +131,7 @@ def test_send_oneway(session: Session) -> None:
 @pytest.mark.unsupported(ons="ali-ons has no batch send API")
 def test_send_batch(session: Session) -> None:
     s = session
-    topic = s.name("t")
-    s.create_topic(topic)
+    topic = fresh_topic(s)
     specs = numbered("batch", 3, tags="TagBatch")
     d = s.produce(topic, specs, mode="batch")
     (sent,) = d.of("sent")
@@ -188,12 +202,7 @@ def test_tag_subscription(session: Session) -> None:
 @pytest.mark.compat_case("push cluster: 2 consumers share")
 def test_cluster_two_consumers(session: Session) -> None:
     s = session
-    topic = s.name("t")
-    group = s.name("cg")
-    s.create_topic(topic)
-    c1 = s.push(topic, group)
-    c2 = s.push(topic, group)
-    s.settle_cluster([c1, c2], topic)
+    topic, c1, c2 = settled_pair(s)
     specs = numbered("cluster", 40, tags="TagCl")
     s.produce(topic, specs)
     want = {body_of(x) for x in specs}
@@ -283,3 +292,23 @@ def test_cross_client(session: Session) -> None:
         (m,) = got[body]
         assert (m["tags"], m["keys"], m["userProperties"]) == (
             spec.get("tags", ""), spec.get("keys", ""), spec.get("props", {})), m
+
+
+@pytest.mark.compat_case("cluster: survivor takes over")
+def test_cluster_survivor_takes_over(session: Session) -> None:
+    """One of two consumers of a group shuts down (UNREGISTER_CLIENT): the other one rebalances and
+    consumes everything sent afterwards, from every queue, exactly once."""
+    s = session
+    topic, c1, c2 = settled_pair(s)
+    assert c2.stop() == 0, c2.diagnostics()
+    specs = numbered("after", 24, tags="TagSv")
+    s.produce(topic, specs)
+    got = c1.wait_messages(len(specs), 60, lambda m: body_prefix(m, b"after-"))
+    c1.wait_for(lambda evs: False, 1.5)
+    c1.stop()
+    got = [m for m in c1.messages() if body_prefix(m, b"after-")]
+    counts = Counter(body_of(m) for m in got)
+    assert set(counts) == {body_of(x) for x in specs}, \
+        f"the surviving consumer got {len(counts)} of {len(specs)}\n{c1.diagnostics()}"
+    assert max(counts.values()) == 1, {k: v for k, v in counts.items() if v > 1}
+    assert len({m["queueId"] for m in got}) == 4, "the survivor should read all 4 queues"

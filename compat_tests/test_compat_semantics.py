@@ -8,8 +8,8 @@ from typing import Iterator
 
 import pytest
 
-from conftest import ExternalServer, Session, body_prefix, module_server
-from harness import RmqdServer, body_of, msg_spec
+from compat_harness import RmqdServer, body_of, msg_spec
+from compat_session import ExternalServer, Session, body_prefix, module_server
 
 pytestmark = pytest.mark.timeout(240)
 

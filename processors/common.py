@@ -51,15 +51,28 @@ def java_hashmap_order(mapping: Mapping[str, V], max_size: int | None = None) ->
     Buckets with 8+ colliding keys (treeified in Java) are not modelled; String keys of
     RocketMQ headers and properties never get there.
     """
-    cap = hashmap_capacity(max(len(mapping), max_size or 0))
+    n = len(mapping)
+    keys = tuple(mapping)
+    perm = _hashmap_permutation(keys, hashmap_capacity(max(n, max_size or 0)))
+    if perm is None:
+        return dict(mapping)
+    return {keys[i]: mapping[keys[i]] for i in perm}
+
+
+@functools.lru_cache(maxsize=4096)
+def _hashmap_permutation(keys: tuple[str, ...], cap: int) -> tuple[int, ...] | None:
+    """Iteration order of a HashMap of this capacity filled with keys in this order (None: the
+    same order). The key sets of headers and properties repeat, so this is computed once each."""
     mask = cap - 1
+    perm = tuple(sorted(range(len(keys)), key=lambda i: (_spread_hash(keys[i]) & mask, i)))
+    return None if perm == tuple(range(len(keys))) else perm
 
-    def bucket(item: tuple[int, str]) -> tuple[int, int]:
-        index, key = item
-        return (_spread_hash(key) & mask, index)
 
-    keys = sorted(enumerate(mapping), key=bucket)
-    return {k: mapping[k] for _, k in keys}
+def java_hashmap_key_order(keys: Iterable[str], max_size: int | None = None) -> tuple[str, ...]:
+    """Just the key order of java_hashmap_order (to precompute a fixed header's layout)."""
+    keys = tuple(keys)
+    perm = _hashmap_permutation(keys, hashmap_capacity(max(len(keys), max_size or 0)))
+    return keys if perm is None else tuple(keys[i] for i in perm)
 
 
 def suggest_todo(url: str = FAQ_URL) -> str:

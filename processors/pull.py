@@ -17,9 +17,10 @@ never decoded and re-encoded.
 
 from __future__ import annotations
 
+import collections
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 import trio
 
@@ -28,6 +29,7 @@ from processors.consumer_filter import build_filter_data, registered_filter
 from processors.common import MASTER_ID, java_hashmap_order, perm_readable, suggest_todo
 from wire.codes import RequestCode, ResponseCode
 from wire.frame import RemotingCommand, make_response
+from wire.headers import PullMessageRequestHeader
 from wire.message import java_string_hash
 
 log = logging.getLogger("rmqd.pull")
@@ -152,6 +154,9 @@ class PullRequestHoldService:
         self._get_max_offset = get_max_offset
         self.table: dict[tuple[str, int], list[_HeldPull]] = {}
         self._token: trio.lowlevel.TrioToken | None = None
+        # arrivals from store threads wait here for one trio hop that handles them all
+        self._arrivals: collections.deque[tuple] = collections.deque()
+        self._hop_pending = False
 
     def bind_trio(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
@@ -162,12 +167,27 @@ class PullRequestHoldService:
         """The store's arrival callback (ReputMessageService: max_offset = the new message's
         queue offset + 1, as NotifyMessageArrivingListener gets it). Safe from any thread."""
         token = self._token
-        if token is None:
+        if token is None or (topic, queue_id) not in self.table:
+            # Nothing held on this queue: no trio hop (a wakeup write per message otherwise).
+            # No race: hold() registers first and then re-reads the max offset, which the
+            # store has already advanced before calling us.
             return
+        self._arrivals.append((topic, queue_id, max_offset, tags_code, properties))
+        if self._hop_pending:  # a hop is on its way and will take this one too
+            return
+        self._hop_pending = True
         try:
-            token.run_sync_soon(self.notify_message_arriving, topic, queue_id, max_offset, tags_code, properties)
+            token.run_sync_soon(self._drain_arrivals)
         except trio.RunFinishedError:
-            pass
+            self._hop_pending = False
+
+    def _drain_arrivals(self) -> None:
+        # reset before draining: an arrival appended after the last popleft below finds
+        # the flag down and schedules the next hop itself
+        self._hop_pending = False
+        arrivals = self._arrivals
+        while arrivals:
+            self.notify_message_arriving(*arrivals.popleft())
 
     def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None,
                                 properties: Mapping[str, str] | None = None) -> None:
@@ -250,12 +270,22 @@ class PullMessageProcessor:
         self.broker = broker
 
     async def pull_message(self, ctx: Any, request: RemotingCommand) -> RemotingCommand | None:
-        from wire.headers import PullMessageRequestHeader
+        result = self.pull_message_now(ctx, request)
+        if result is None or isinstance(result, RemotingCommand):
+            return result
+        return await result
 
+    def pull_message_now(self, ctx: Any, request: RemotingCommand) -> RemotingCommand | None | Awaitable[Any]:
+        """The answer, or (a pull to suspend) an awaitable of it: the server runs only the
+        held part in a task, so a pull that finds messages costs no task at all."""
         header = PullMessageRequestHeader.from_ext(request.ext_fields)
         response, held = self.process(ctx.channel, request, header, allow_suspend=True)
         if held is None:
             return response
+        return self._answer_when_woken(ctx, request, header, held)
+
+    async def _answer_when_woken(self, ctx: Any, request: RemotingCommand, header: Any,
+                                 held: tuple) -> RemotingCommand | None:
         topic, queue_id, offset, timeout_ms, message_filter = held
         await self.broker.pull_hold_service.hold(topic, queue_id, offset, timeout_ms, message_filter)
         response, _ = self.process(ctx.channel, request, header, allow_suspend=False)
@@ -393,6 +423,10 @@ class PullMessageProcessor:
 
     def handlers(self) -> dict[int, Any]:
         return {RequestCode.PULL_MESSAGE: self.pull_message}
+
+    def inline_handlers(self) -> dict[int, Any]:
+        """PULL_MESSAGE on the server's read loop (see broker.server.InlineHandler)."""
+        return {RequestCode.PULL_MESSAGE: self.pull_message_now}
 
 
 def _status_to_code(status: str, request_offset: int) -> int:

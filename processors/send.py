@@ -19,18 +19,19 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Any
+from typing import Any, Awaitable
 
 import trio
 
 from processors.common import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_READ, PERM_WRITE, build_topic_sys_flag, dlq_topic, java_hashmap_order,
-    not_allowed_send_remark, perm_to_string, perm_writeable, suggest_todo, validate_topic, NOT_ALLOWED_SEND_TOPIC_SET,
+    AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_READ, PERM_WRITE, build_topic_sys_flag, dlq_topic, java_hashmap_key_order,
+    java_hashmap_order, not_allowed_send_remark, perm_to_string, perm_writeable, suggest_todo, validate_topic, NOT_ALLOWED_SEND_TOPIC_SET,
     RETRY_GROUP_TOPIC_PREFIX,
 )
 from store.schedule import apply_timer
 from wire.codes import MQVersion, RequestCode, ResponseCode
 from wire.frame import RemotingCommand, make_response
+from wire.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
 from wire.message import MessageSysFlag, decode_properties, encode_properties
 
 log = logging.getLogger("rmqd.send")
@@ -95,32 +96,58 @@ async def wait_flushed(store: Any, offset_end: int, timeout_ms: int) -> bool:
 
 
 class SendMessageProcessor:
+    """The send path runs on the connection's read loop (`send_message_now`): an ASYNC_FLUSH
+    send is answered without a task or a thread hop; only a SYNC_FLUSH wait for the disk
+    comes back as an awaitable that the server runs in a task of its own."""
+
     def __init__(self, broker: Any) -> None:
         self.broker = broker
+        # extFields of a success, in the HashMap order a 4.9.8 broker writes them
+        self._ok_keys = java_hashmap_key_order((PROPERTY_MSG_REGION, PROPERTY_TRACE_SWITCH, "msgId", "queueId",
+                                                "queueOffset"))
+        self._base_cache: tuple[Any, Any, dict[str, str], dict[str, str]] | None = None
+        self._hosts: dict[str, tuple[str, int]] = {}
 
     # -- request parsing -------------------------------------------------------------------
     @staticmethod
     def parse_request_header(request: RemotingCommand) -> Any:
-        from wire.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
-
-        if request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-            return SendMessageRequestHeaderV2.from_ext(request.ext_fields).to_v1()
-        return SendMessageRequestHeader.from_ext(request.ext_fields)
+        if request.code == RequestCode.SEND_MESSAGE:
+            return SendMessageRequestHeader.from_ext(request.ext_fields)
+        return SendMessageRequestHeaderV2.v1_from_ext(request.ext_fields)
 
     async def send_message(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        result = self.send_message_now(ctx, request)
+        if isinstance(result, RemotingCommand):
+            return result
+        return await result
+
+    def send_message_now(self, ctx: Any, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """The answer, or an awaitable of it when the send has to wait (SYNC_FLUSH)."""
         header = self.parse_request_header(request)
         target = self.pre_send(ctx, request, header)
         if isinstance(target, RemotingCommand):
             return target
         _, queue_id, sys_flag = target
         if java_parse_boolean(header.batch):
-            return await self.send_batch_message(ctx, request, header, queue_id, sys_flag)
-        return await self.send_single_message(ctx, request, header, queue_id, sys_flag)
+            return self.send_batch_message(ctx, request, header, queue_id, sys_flag)
+        return self.send_single_message(ctx, request, header, queue_id, sys_flag)
 
     # -- shared checks (preSend + msgCheck) --------------------------------------------------
     def _base_ext(self) -> dict[str, str]:
+        """MSG_REGION and TRACE_ON, on every answer."""
+        return dict(self._base()[2])
+
+    def _base(self) -> tuple[Any, Any, dict[str, str], dict[str, str]]:
+        """(regionId, traceOn, base extFields, success extFields template in HashMap order),
+        built again only when the broker config changes."""
         bc = self.broker.broker_config
-        return {PROPERTY_MSG_REGION: str(bc.regionId), PROPERTY_TRACE_SWITCH: "true" if bc.traceOn else "false"}
+        base = self._base_cache
+        if base is None or base[0] != bc.regionId or base[1] != bc.traceOn:
+            ext = {PROPERTY_MSG_REGION: str(bc.regionId), PROPERTY_TRACE_SWITCH: "true" if bc.traceOn else "false"}
+            # assigning to a key of a copy keeps its place: answers are built from this in order
+            template = {k: ext.get(k, "") for k in self._ok_keys}
+            base = self._base_cache = (bc.regionId, bc.traceOn, ext, template)
+        return base
 
     def _fail(self, request: RemotingCommand, code: int, remark: str | None) -> RemotingCommand:
         return make_response(request, code, remark, ext_fields=java_hashmap_order(self._base_ext()))
@@ -131,7 +158,7 @@ class SendMessageProcessor:
         b = self.broker
         bc = b.broker_config
         start = int(getattr(bc, "startAcceptSendRequestTimeStamp", 0) or 0)
-        if b.now_ms() < start:
+        if start and b.now_ms() < start:
             return self._fail(request, ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {start}")
         if not perm_writeable(bc.brokerPermission) and b.topic_config_manager.is_order_topic(h.topic):
             return self._fail(request, ResponseCode.NO_PERMISSION,
@@ -169,9 +196,18 @@ class SendMessageProcessor:
             sys_flag |= MessageSysFlag.MULTI_TAGS_FLAG
         return topic_config, queue_id, sys_flag
 
+    def _born_host(self, remote_addr: str) -> tuple[str, int]:
+        """(host, port) of a producer connection (parsed once per address)."""
+        host = self._hosts.get(remote_addr)
+        if host is None:
+            if len(self._hosts) >= 4096:
+                self._hosts.clear()
+            host = self._hosts[remote_addr] = _host_port(remote_addr)
+        return host
+
     # -- single message ----------------------------------------------------------------------
-    async def send_single_message(self, ctx: Any, request: RemotingCommand, h: Any, queue_id: int,
-                                  sys_flag: int) -> RemotingCommand:
+    def send_single_message(self, ctx: Any, request: RemotingCommand, h: Any, queue_id: int,
+                            sys_flag: int) -> RemotingCommand | Awaitable[RemotingCommand]:
         b = self.broker
         topic = h.topic
         msg_queue_id = queue_id  # the answer keeps the requested queue even when redirected to the DLQ
@@ -202,67 +238,80 @@ class SendMessageProcessor:
         stored.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
         properties_string = encode_properties(java_hashmap_order(stored, max_size=held))
 
-        born_host = _host_port(ctx.channel.remote_addr)
         msg = b.new_inner_message(
             topic=topic, queue_id=msg_queue_id, body=_body_bytes(request), flag=int(h.flag or 0),
             properties=props, properties_string=properties_string, sys_flag=sys_flag,
-            born_timestamp=int(h.bornTimestamp or 0), born_host=born_host, reconsume_times=reconsume_times)
+            born_timestamp=int(h.bornTimestamp or 0), born_host=self._born_host(ctx.channel.remote_addr),
+            reconsume_times=reconsume_times)
 
         if java_parse_boolean(props.get(PROPERTY_TRANSACTION_PREPARED)):
             if b.broker_config.rejectTransactionMessage:
                 return self._fail(request, ResponseCode.NO_PERMISSION,
                                   f"the broker[{b.broker_config.brokerIP1}] sending transaction message is forbidden")
-            result = await b.prepare_transaction_message(msg)
+            result = b.put_half_message(msg)
         else:
             remark = apply_timer(msg)
             if remark is not None:
                 return self._fail(request, ResponseCode.MESSAGE_ILLEGAL, remark)
             result = b.store.put_message(msg)
-        return await self.handle_put_message_result(request, result, queue_id, wait_store_msg_ok)
+        return self.handle_put_message_result(request, result, queue_id, wait_store_msg_ok)
 
     # -- batch ---------------------------------------------------------------------------------
-    async def send_batch_message(self, ctx: Any, request: RemotingCommand, h: Any, queue_id: int,
-                                 sys_flag: int) -> RemotingCommand:
+    def send_batch_message(self, ctx: Any, request: RemotingCommand, h: Any, queue_id: int,
+                           sys_flag: int) -> RemotingCommand | Awaitable[RemotingCommand]:
         b = self.broker
         if len(h.topic) > 127:
             return self._fail(request, ResponseCode.MESSAGE_ILLEGAL, f"message topic length too long {len(h.topic)}")
         props = decode_properties(h.properties)
         props[PROPERTY_CLUSTER] = b.broker_config.brokerClusterName
         batch_properties = encode_properties(java_hashmap_order(props))
-        born_host = _host_port(ctx.channel.remote_addr)
         batch = b.new_batch_message(
             topic=h.topic, queue_id=queue_id, body=_body_bytes(request), flag=int(h.flag or 0),
             properties=props, properties_string=batch_properties, sys_flag=sys_flag,
-            born_timestamp=int(h.bornTimestamp or 0), born_host=born_host,
+            born_timestamp=int(h.bornTimestamp or 0), born_host=self._born_host(ctx.channel.remote_addr),
             reconsume_times=int(h.reconsumeTimes or 0))
         result = b.store.put_messages(batch)
-        return await self.handle_put_message_result(request, result, queue_id,
-                                                    props.get(PROPERTY_WAIT_STORE_MSG_OK) != "false")
+        return self.handle_put_message_result(request, result, queue_id,
+                                              props.get(PROPERTY_WAIT_STORE_MSG_OK) != "false")
 
     # -- result ----------------------------------------------------------------------------------
-    async def handle_put_message_result(self, request: RemotingCommand, result: Any, queue_id: int,
-                                        wait_store_msg_ok: bool) -> RemotingCommand:
+    def handle_put_message_result(self, request: RemotingCommand, result: Any, queue_id: int,
+                                  wait_store_msg_ok: bool) -> RemotingCommand | Awaitable[RemotingCommand]:
         b = self.broker
         if result is None:
             return self._fail(request, ResponseCode.SYSTEM_ERROR, "store putMessage return null")
         status = getattr(result.putMessageStatus, "name", result.putMessageStatus)
-        append = result.appendMessageResult
         if status == "PUT_OK" and wait_store_msg_ok and b.message_store_config.flushDiskType == "SYNC_FLUSH":
-            offset_end = append.wroteOffset + append.wroteBytes
-            if not await wait_flushed(b.store, offset_end, int(b.message_store_config.syncFlushTimeout)):
-                status = "FLUSH_DISK_TIMEOUT"
-        code, remark, send_ok = put_status_to_response(status, b.message_store_config.maxMessageSize)
-        if not send_ok:
-            return self._fail(request, code, remark)
+            return self._answer_when_flushed(request, result, queue_id)
+        return self._answer(request, result, status, queue_id)
+
+    async def _answer_when_flushed(self, request: RemotingCommand, result: Any, queue_id: int) -> RemotingCommand:
+        b = self.broker
+        append = result.appendMessageResult
+        status = "PUT_OK"
+        if not await wait_flushed(b.store, append.wroteOffset + append.wroteBytes,
+                                  int(b.message_store_config.syncFlushTimeout)):
+            status = "FLUSH_DISK_TIMEOUT"
+        return self._answer(request, result, status, queue_id)
+
+    def _answer(self, request: RemotingCommand, result: Any, status: str, queue_id: int) -> RemotingCommand:
+        b = self.broker
+        if status == "PUT_OK":
+            code = ResponseCode.SUCCESS
+        else:
+            code, remark, send_ok = put_status_to_response(status, b.message_store_config.maxMessageSize)
+            if not send_ok:
+                return self._fail(request, code, remark)
+        append = result.appendMessageResult
         b.stats.on_put(append)
         msg_id = append.msgId
-        if isinstance(msg_id, (list, tuple)):
-            msg_id = ",".join(msg_id)
-        ext = self._base_ext()
-        ext["msgId"] = str(msg_id)
+        if type(msg_id) is not str:
+            msg_id = ",".join(msg_id) if isinstance(msg_id, (list, tuple)) else str(msg_id)
+        ext = self._base()[3].copy()
+        ext["msgId"] = msg_id
         ext["queueId"] = str(queue_id)
         ext["queueOffset"] = str(append.logicsOffset)
-        return make_response(request, code, None, ext_fields=java_hashmap_order(ext))
+        return make_response(request, code, None, ext)
 
     def handlers(self) -> dict[int, Any]:
         return {
@@ -270,6 +319,10 @@ class SendMessageProcessor:
             RequestCode.SEND_MESSAGE_V2: self.send_message,
             RequestCode.SEND_BATCH_MESSAGE: self.send_message,
         }
+
+    def inline_handlers(self) -> dict[int, Any]:
+        """The same codes for the server's read loop (see broker.server.InlineHandler)."""
+        return {code: self.send_message_now for code in self.handlers()}
 
 
 def put_status_to_response(status: str, max_message_size: int) -> tuple[int, str | None, bool]:

@@ -195,7 +195,7 @@ class TransactionalMessageService:
     def _half_at(self, queue_id: int, queue_offset: int) -> MessageRecord | None:
         if queue_offset < 0:
             return None
-        cq = self.store._get_cq(RMQ_SYS_TRANS_HALF_TOPIC, queue_id)
+        cq = self.store.get_consume_queue(RMQ_SYS_TRANS_HALF_TOPIC, queue_id)
         unit = cq.get_unit(queue_offset) if cq is not None else None
         if unit is None or unit[1] == 0x7FFFFFFF:
             return None
@@ -300,7 +300,7 @@ class TransactionalMessageService:
 
     def _check(self, timeout: int, check_max: int, start: int) -> list[CheckRequest]:
         requests: list[CheckRequest] = []
-        if self.store._get_cq(RMQ_SYS_TRANS_HALF_TOPIC, 0) is None:
+        if self.store.get_consume_queue(RMQ_SYS_TRANS_HALF_TOPIC, 0) is None:
             return requests
         half_offset = self.fetch_consume_offset(RMQ_SYS_TRANS_HALF_TOPIC, 0)
         op_offset = self.fetch_consume_offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, 0)

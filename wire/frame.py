@@ -247,7 +247,9 @@ def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
     if type(header) is not dict:
         raise FrameError(f"JSON header is a {type(header).__name__}, not an object")
     get = header.get
-    code, version, opaque, flag = [_int_field(header, name) for name in _INT_FIELDS]
+    code, version, opaque, flag = get("code"), get("version"), get("opaque"), get("flag")
+    if not (type(code) is int and type(version) is int and type(opaque) is int and type(flag) is int):
+        code, version, opaque, flag = [_int_field(header, name) for name in _INT_FIELDS]
     lang = get("language")
     if type(lang) is str:
         language = _LANG_BY_NAME.get(lang, LanguageCode.OTHER)
@@ -473,9 +475,13 @@ def _decode_payload(buf: bytes | bytearray | memoryview, start: int, end: int) -
         raise FrameError(f"header length {hl} exceeds the {end - hstart} bytes left in the frame")
     if stype > 1:
         raise FrameError(f"unknown serialize type {stype} in the header length word")
-    with memoryview(buf) as view:
-        header = bytes(view[hstart:bstart])
-        body = bytes(view[bstart:end]) if bstart < end else None
+    if type(buf) is bytes:
+        header = buf[hstart:bstart]
+        body = buf[bstart:end] if bstart < end else None
+    else:
+        with memoryview(buf) as view:
+            header = bytes(view[hstart:bstart])
+            body = bytes(view[bstart:end]) if bstart < end else None
     cmd = decode_json_header(header) if stype == 0 else decode_binary_header(header)
     cmd.body = body
     return cmd
@@ -519,7 +525,9 @@ class FrameDecoder:
 
     def __init__(self, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
         self.max_frame_length = max_frame_length
-        self._buf = bytearray()
+        # bytes while it is one received chunk decoded in place (the usual case: a chunk
+        # holds whole frames), a bytearray once a partial frame has to be carried over
+        self._buf: bytes | bytearray = b""
         self._pos = 0
 
     @property
@@ -528,10 +536,19 @@ class FrameDecoder:
         return len(self._buf) - self._pos
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        if self._pos and self._pos >= (len(self._buf) >> 1):
-            del self._buf[: self._pos]
+        buf = self._buf
+        pos = self._pos
+        if pos >= len(buf):  # nothing carried over: decode the chunk itself, no copy
+            self._buf = data if type(data) is bytes else bytes(data)
             self._pos = 0
-        self._buf += data
+            return
+        if type(buf) is bytes:
+            self._buf = buf = bytearray(memoryview(buf)[pos:])
+            self._pos = 0
+        elif pos and pos >= (len(buf) >> 1):
+            del buf[:pos]
+            self._pos = 0
+        buf += data
 
     def next_command(self) -> RemotingCommand | None:
         """The next complete command, or ``None`` until more bytes arrive."""
@@ -551,7 +568,7 @@ class FrameDecoder:
         self._pos = end  # a bad frame is consumed too; its connection gets closed anyway
         cmd = _decode_payload(buf, pos + 4, end)
         if end == len(buf):
-            buf.clear()
+            self._buf = b""
             self._pos = 0
         return cmd
 

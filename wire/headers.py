@@ -150,15 +150,42 @@ def java_hashmap_order(d: dict[str, str]) -> dict[str, str]:
     return {keys[i]: d[keys[i]] for i in perm}
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+def _values(obj: Any) -> tuple[Any, ...]:
+    names = _FIELD_NAMES.get(type(obj)) or _field_names(type(obj))
+    return tuple([getattr(obj, n) for n in names])
+
+
+def _header(cls: type) -> type:
+    """``@dataclass(slots=True)`` for a header class, its __eq__/__repr__ shared from
+    CommandHeader (and a short docstring, which spares dataclass an inspect.signature)."""
+    if cls.__doc__ is None:
+        cls.__doc__ = f"RocketMQ's {cls.__name__}."
+    return dataclass(slots=True, eq=False, repr=False)(cls)
+
+
 # ---- the header base class --------------------------------------------------------------------
 
 _EMPTY: Mapping[str, str] = {}
 _DECODERS: dict[type, Callable[[Mapping[str, str]], Any]] = {}
+_v1_from_v2_ext: Callable[[Mapping[str, str]], Any] | None = None
 _ENCODERS: dict[type, Callable[[Any], dict[str, str]]] = {}
 
 
-def _build_decoder(cls: type) -> Callable[[Mapping[str, str]], Any]:
-    """Generate ``from_ext`` for one class (the hot path of every request: no per-field dispatch)."""
+def _build_decoder(cls: type, target: type | None = None,
+                   rename: Mapping[str, str] | None = None) -> Callable[[Mapping[str, str]], Any]:
+    """Generate ``from_ext`` for one class (the hot path of every request: no per-field dispatch).
+
+    With ``target``/``rename``: read and check the fields exactly as ``cls`` does (same keys,
+    same errors), but build ``target`` from them, field ``f`` going to ``rename[f]`` (fields
+    not in ``rename`` are dropped) - one object instead of decoding and then converting."""
     name = cls.__name__
     lines = ["def _decode(ext):", "    get = ext.get"]
     args = []
@@ -189,8 +216,14 @@ def _build_decoder(cls: type) -> Callable[[Mapping[str, str]], Any]:
             elif conv:  # Java logs a malformed optional field and leaves it at its default
                 lines += ["    else:", "        try:", f"            {v} = {conv}",
                           "        except HeaderFieldError:", f"            {v} = _defaults[{i}]"]
-    lines.append(f"    return _cls({', '.join(args)})")
+    if target is None:
+        lines.append(f"    return _cls({', '.join(args)})")
+    else:
+        assert rename is not None
+        kw = [f"{rename[f.name]}={v}" for f, v in zip(fields(cls), args) if f.name in rename]
+        lines.append(f"    return _target({', '.join(kw)})")
     ns: dict[str, Any] = {
+        "_target": target,
         "HeaderFieldError": HeaderFieldError,
         "_conv_int": _conv_int,
         "_conv_long": _conv_long,
@@ -276,6 +309,19 @@ class CommandHeader:
     __slots__ = ()
     FAST_CODES: ClassVar[tuple[str, ...]] = ()
 
+    # __eq__ and __repr__ exactly as @dataclass writes them, shared instead of generated per
+    # class (generating them was most of this module's import time, i.e. of rmqd's start).
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return _values(self) == _values(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # like a dataclass with eq=True
+
+    def __repr__(self) -> str:
+        names = _FIELD_NAMES.get(type(self)) or _field_names(type(self))
+        return f"{type(self).__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in names)})"
+
     @classmethod
     def from_ext(cls, ext: Mapping[str, str] | None) -> Any:
         """Decode from a command's ``ext_fields`` (``None`` = no extFields at all)."""
@@ -314,14 +360,14 @@ class CommandHeader:
         return java_hashmap_order(own)
 
 
-@dataclass(slots=True)
+@_header
 class RpcRequestHeader(CommandHeader):
     """4.9.8's ``RpcRequestHeader``: the ``bname`` (broker name) Java and Go clients add."""
 
     bname: str | None = optional(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class CheckTransactionStateRequestHeader(RpcRequestHeader):
     tranStateTableOffset: int | None = required(LONG)
     commitLogOffset: int | None = required(LONG)
@@ -330,7 +376,7 @@ class CheckTransactionStateRequestHeader(RpcRequestHeader):
     offsetMsgId: str | None = optional(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class CheckTransactionStateResponseHeader(CommandHeader):
     producerGroup: str | None = required(STRING)
     tranStateTableOffset: int | None = required(LONG)
@@ -338,7 +384,7 @@ class CheckTransactionStateResponseHeader(CommandHeader):
     commitOrRollback: int | None = required(INT)
 
 
-@dataclass(slots=True)
+@_header
 class CloneGroupOffsetRequestHeader(CommandHeader):
     srcGroup: str | None = required(STRING)
     destGroup: str | None = required(STRING)
@@ -346,7 +392,7 @@ class CloneGroupOffsetRequestHeader(CommandHeader):
     offline: bool = optional(BOOL, False)
 
 
-@dataclass(slots=True)
+@_header
 class ConsumeMessageDirectlyResultRequestHeader(CommandHeader):
     consumerGroup: str | None = required(STRING)
     clientId: str | None = optional(STRING)
@@ -354,7 +400,7 @@ class ConsumeMessageDirectlyResultRequestHeader(CommandHeader):
     brokerName: str | None = optional(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class ConsumerSendMsgBackRequestHeader(RpcRequestHeader):
     offset: int | None = required(LONG)
     group: str | None = required(STRING)
@@ -365,7 +411,7 @@ class ConsumerSendMsgBackRequestHeader(RpcRequestHeader):
     maxReconsumeTimes: int | None = optional(INT)
 
 
-@dataclass(slots=True)
+@_header
 class CreateAccessConfigRequestHeader(CommandHeader):
     accessKey: str | None = required(STRING)
     secretKey: str | None = optional(STRING)
@@ -377,7 +423,7 @@ class CreateAccessConfigRequestHeader(CommandHeader):
     groupPerms: str | None = optional(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class CreateTopicRequestHeader(CommandHeader):
     topic: str | None = required(STRING)
     defaultTopic: str | None = required(STRING)
@@ -389,23 +435,23 @@ class CreateTopicRequestHeader(CommandHeader):
     order: bool = required(BOOL, False)
 
 
-@dataclass(slots=True)
+@_header
 class DeleteAccessConfigRequestHeader(CommandHeader):
     accessKey: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class DeleteSubscriptionGroupRequestHeader(CommandHeader):
     groupName: str | None = required(STRING)
     removeOffset: bool = optional(BOOL, False)
 
 
-@dataclass(slots=True)
+@_header
 class DeleteTopicRequestHeader(CommandHeader):
     topic: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class EndTransactionRequestHeader(RpcRequestHeader):
     producerGroup: str | None = required(STRING)
     tranStateTableOffset: int | None = required(LONG)
@@ -416,22 +462,22 @@ class EndTransactionRequestHeader(RpcRequestHeader):
     transactionId: str | None = optional(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class EndTransactionResponseHeader(CommandHeader):
     pass
 
 
-@dataclass(slots=True)
+@_header
 class GetAllProducerInfoRequestHeader(CommandHeader):
     pass
 
 
-@dataclass(slots=True)
+@_header
 class GetAllTopicConfigResponseHeader(CommandHeader):
     pass
 
 
-@dataclass(slots=True)
+@_header
 class GetBrokerAclConfigResponseHeader(CommandHeader):
     version: str | None = required(STRING)
     allAclFileVersion: str | None = optional(STRING)
@@ -440,105 +486,105 @@ class GetBrokerAclConfigResponseHeader(CommandHeader):
     clusterName: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class GetBrokerConfigResponseHeader(CommandHeader):
     version: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class GetConsumeStatsInBrokerHeader(CommandHeader):
     isOrder: bool = required(BOOL, False)
 
 
-@dataclass(slots=True)
+@_header
 class GetConsumeStatsRequestHeader(CommandHeader):
     consumerGroup: str | None = required(STRING)
     topic: str | None = optional(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class GetConsumerConnectionListRequestHeader(CommandHeader):
     consumerGroup: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class GetConsumerListByGroupRequestHeader(CommandHeader):
     consumerGroup: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class GetConsumerListByGroupResponseHeader(CommandHeader):
     pass
 
 
-@dataclass(slots=True)
+@_header
 class GetConsumerRunningInfoRequestHeader(CommandHeader):
     consumerGroup: str | None = required(STRING)
     clientId: str | None = required(STRING)
     jstackEnable: bool = optional(BOOL, False)
 
 
-@dataclass(slots=True)
+@_header
 class GetConsumerStatusRequestHeader(CommandHeader):
     topic: str | None = required(STRING)
     group: str | None = required(STRING)
     clientAddr: str | None = optional(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class GetEarliestMsgStoretimeRequestHeader(RpcRequestHeader):
     topic: str | None = required(STRING)
     queueId: int | None = required(INT)
 
 
-@dataclass(slots=True)
+@_header
 class GetEarliestMsgStoretimeResponseHeader(CommandHeader):
     timestamp: int | None = required(LONG)
 
 
-@dataclass(slots=True)
+@_header
 class GetMaxOffsetRequestHeader(RpcRequestHeader):
     topic: str | None = required(STRING)
     queueId: int | None = required(INT)
 
 
-@dataclass(slots=True)
+@_header
 class GetMaxOffsetResponseHeader(CommandHeader):
     offset: int | None = required(LONG)
 
 
-@dataclass(slots=True)
+@_header
 class GetMinOffsetRequestHeader(RpcRequestHeader):
     topic: str | None = required(STRING)
     queueId: int | None = required(INT)
 
 
-@dataclass(slots=True)
+@_header
 class GetMinOffsetResponseHeader(CommandHeader):
     offset: int | None = required(LONG)
 
 
-@dataclass(slots=True)
+@_header
 class GetProducerConnectionListRequestHeader(CommandHeader):
     producerGroup: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class GetTopicStatsInfoRequestHeader(CommandHeader):
     topic: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class GetTopicsByClusterRequestHeader(CommandHeader):
     cluster: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class NotifyConsumerIdsChangedRequestHeader(CommandHeader):
     consumerGroup: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class PullMessageRequestHeader(RpcRequestHeader):
     FAST_CODES: ClassVar[tuple[str, ...]] = (
         "consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag", "commitOffset",
@@ -557,7 +603,7 @@ class PullMessageRequestHeader(RpcRequestHeader):
     expressionType: str | None = optional(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class PullMessageResponseHeader(CommandHeader):
     FAST_CODES: ClassVar[tuple[str, ...]] = ("suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset")
     suggestWhichBrokerId: int | None = required(LONG)
@@ -566,7 +612,7 @@ class PullMessageResponseHeader(CommandHeader):
     maxOffset: int | None = required(LONG)
 
 
-@dataclass(slots=True)
+@_header
 class QueryConsumeQueueRequestHeader(CommandHeader):
     topic: str | None = optional(STRING)
     queueId: int = optional(INT, 0)
@@ -575,32 +621,32 @@ class QueryConsumeQueueRequestHeader(CommandHeader):
     consumerGroup: str | None = optional(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class QueryConsumeTimeSpanRequestHeader(CommandHeader):
     topic: str | None = required(STRING)
     group: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class QueryConsumerOffsetRequestHeader(RpcRequestHeader):
     consumerGroup: str | None = required(STRING)
     topic: str | None = required(STRING)
     queueId: int | None = required(INT)
 
 
-@dataclass(slots=True)
+@_header
 class QueryConsumerOffsetResponseHeader(CommandHeader):
     offset: int | None = required(LONG)
 
 
-@dataclass(slots=True)
+@_header
 class QueryCorrectionOffsetHeader(CommandHeader):
     filterGroups: str | None = optional(STRING)
     compareGroup: str | None = required(STRING)
     topic: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class QueryMessageRequestHeader(CommandHeader):
     topic: str | None = required(STRING)
     key: str | None = required(STRING)
@@ -609,29 +655,29 @@ class QueryMessageRequestHeader(CommandHeader):
     endTimestamp: int | None = required(LONG)
 
 
-@dataclass(slots=True)
+@_header
 class QueryMessageResponseHeader(CommandHeader):
     indexLastUpdateTimestamp: int | None = required(LONG)
     indexLastUpdatePhyoffset: int | None = required(LONG)
 
 
-@dataclass(slots=True)
+@_header
 class QueryTopicConsumeByWhoRequestHeader(CommandHeader):
     topic: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class RegisterFilterServerRequestHeader(CommandHeader):
     filterServerAddr: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class RegisterFilterServerResponseHeader(CommandHeader):
     brokerName: str | None = required(STRING)
     brokerId: int = required(LONG, 0)
 
 
-@dataclass(slots=True)
+@_header
 class RegisterMessageFilterClassRequestHeader(CommandHeader):
     consumerGroup: str | None = required(STRING)
     topic: str | None = required(STRING)
@@ -639,7 +685,7 @@ class RegisterMessageFilterClassRequestHeader(CommandHeader):
     classCRC: int | None = required(INT)
 
 
-@dataclass(slots=True)
+@_header
 class ReplyMessageRequestHeader(CommandHeader):
     producerGroup: str | None = required(STRING)
     topic: str | None = required(STRING)
@@ -657,7 +703,7 @@ class ReplyMessageRequestHeader(CommandHeader):
     storeTimestamp: int = required(LONG, 0)
 
 
-@dataclass(slots=True)
+@_header
 class ResetOffsetRequestHeader(CommandHeader):
     topic: str | None = required(STRING)
     group: str | None = required(STRING)
@@ -665,24 +711,24 @@ class ResetOffsetRequestHeader(CommandHeader):
     isForce: bool = required(BOOL, False)
 
 
-@dataclass(slots=True)
+@_header
 class ResumeCheckHalfMessageRequestHeader(CommandHeader):
     msgId: str | None = optional(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class SearchOffsetRequestHeader(RpcRequestHeader):
     topic: str | None = required(STRING)
     queueId: int | None = required(INT)
     timestamp: int | None = required(LONG)
 
 
-@dataclass(slots=True)
+@_header
 class SearchOffsetResponseHeader(CommandHeader):
     offset: int | None = required(LONG)
 
 
-@dataclass(slots=True)
+@_header
 class SendMessageRequestHeader(RpcRequestHeader):
     producerGroup: str | None = required(STRING)
     topic: str | None = required(STRING)
@@ -699,7 +745,7 @@ class SendMessageRequestHeader(RpcRequestHeader):
     maxReconsumeTimes: int | None = optional(INT)
 
 
-@dataclass(slots=True)
+@_header
 class SendMessageResponseHeader(CommandHeader):
     FAST_CODES: ClassVar[tuple[str, ...]] = ("msgId", "queueId", "queueOffset", "transactionId")
     msgId: str | None = required(STRING)
@@ -708,19 +754,19 @@ class SendMessageResponseHeader(CommandHeader):
     transactionId: str | None = optional(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class UnregisterClientRequestHeader(CommandHeader):
     clientID: str | None = required(STRING)
     producerGroup: str | None = optional(STRING)
     consumerGroup: str | None = optional(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class UnregisterClientResponseHeader(CommandHeader):
     pass
 
 
-@dataclass(slots=True)
+@_header
 class UpdateConsumerOffsetRequestHeader(RpcRequestHeader):
     consumerGroup: str | None = required(STRING)
     topic: str | None = required(STRING)
@@ -728,85 +774,85 @@ class UpdateConsumerOffsetRequestHeader(RpcRequestHeader):
     commitOffset: int | None = required(LONG)
 
 
-@dataclass(slots=True)
+@_header
 class UpdateConsumerOffsetResponseHeader(CommandHeader):
     pass
 
 
-@dataclass(slots=True)
+@_header
 class UpdateGlobalWhiteAddrsConfigRequestHeader(CommandHeader):
     globalWhiteAddrs: str | None = required(STRING)
     aclFileFullPath: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class ViewBrokerStatsDataRequestHeader(CommandHeader):
     statsName: str | None = required(STRING)
     statsKey: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class ViewMessageRequestHeader(CommandHeader):
     offset: int | None = required(LONG)
 
 
-@dataclass(slots=True)
+@_header
 class ViewMessageResponseHeader(CommandHeader):
     pass
 
 
-@dataclass(slots=True)
+@_header
 class AddWritePermOfBrokerRequestHeader(CommandHeader):
     brokerName: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class AddWritePermOfBrokerResponseHeader(CommandHeader):
     addTopicCount: int | None = required(INT)
 
 
-@dataclass(slots=True)
+@_header
 class DeleteKVConfigRequestHeader(CommandHeader):
     namespace: str | None = required(STRING)
     key: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class DeleteTopicFromNamesrvRequestHeader(CommandHeader):
     topic: str | None = required(STRING)
     clusterName: str | None = optional(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class GetKVConfigRequestHeader(CommandHeader):
     namespace: str | None = required(STRING)
     key: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class GetKVConfigResponseHeader(CommandHeader):
     value: str | None = optional(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class GetKVListByNamespaceRequestHeader(CommandHeader):
     namespace: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class GetRouteInfoRequestHeader(CommandHeader):
     topic: str | None = required(STRING)
     acceptStandardJsonOnly: bool | None = optional(BOOL)
 
 
-@dataclass(slots=True)
+@_header
 class PutKVConfigRequestHeader(CommandHeader):
     namespace: str | None = required(STRING)
     key: str | None = required(STRING)
     value: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class QueryDataVersionRequestHeader(CommandHeader):
     brokerName: str | None = required(STRING)
     brokerAddr: str | None = required(STRING)
@@ -814,12 +860,12 @@ class QueryDataVersionRequestHeader(CommandHeader):
     brokerId: int | None = required(LONG)
 
 
-@dataclass(slots=True)
+@_header
 class QueryDataVersionResponseHeader(CommandHeader):
     changed: bool | None = required(BOOL)
 
 
-@dataclass(slots=True)
+@_header
 class RegisterBrokerRequestHeader(CommandHeader):
     brokerName: str | None = required(STRING)
     brokerAddr: str | None = required(STRING)
@@ -830,19 +876,19 @@ class RegisterBrokerRequestHeader(CommandHeader):
     bodyCrc32: int = optional(INT, 0)
 
 
-@dataclass(slots=True)
+@_header
 class RegisterBrokerResponseHeader(CommandHeader):
     haServerAddr: str | None = optional(STRING)
     masterAddr: str | None = optional(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class RegisterOrderTopicRequestHeader(CommandHeader):
     topic: str | None = required(STRING)
     orderTopicString: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class UnRegisterBrokerRequestHeader(CommandHeader):
     brokerName: str | None = required(STRING)
     brokerAddr: str | None = required(STRING)
@@ -850,17 +896,17 @@ class UnRegisterBrokerRequestHeader(CommandHeader):
     brokerId: int | None = required(LONG)
 
 
-@dataclass(slots=True)
+@_header
 class WipeWritePermOfBrokerRequestHeader(CommandHeader):
     brokerName: str | None = required(STRING)
 
 
-@dataclass(slots=True)
+@_header
 class WipeWritePermOfBrokerResponseHeader(CommandHeader):
     wipeTopicCount: int | None = required(INT)
 
 
-@dataclass(slots=True)
+@_header
 class SendMessageRequestHeaderV2(RpcRequestHeader):
     """SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE: SendMessageRequestHeader with one-letter names."""
 
@@ -881,6 +927,16 @@ class SendMessageRequestHeaderV2(RpcRequestHeader):
     m: bool = optional(BOOL, False)  # batch
     n: str | None = optional(STRING)  # brokerName
 
+    @classmethod
+    def v1_from_ext(cls, ext: Mapping[str, str] | None) -> SendMessageRequestHeader:
+        """``from_ext(ext).to_v1()`` in one step (the send hot path): the same checks and
+        errors as ``from_ext``, without building the V2 object."""
+        global _v1_from_v2_ext
+        dec = _v1_from_v2_ext
+        if dec is None:
+            dec = _v1_from_v2_ext = _build_decoder(cls, SendMessageRequestHeader, _V2_TO_V1)
+        return dec(_EMPTY if ext is None else ext)
+
     def to_v1(self) -> SendMessageRequestHeader:
         """``createSendMessageRequestHeaderV1``: note V1's ``bname`` comes from V2's ``n``."""
         return SendMessageRequestHeader(
@@ -899,6 +955,13 @@ class SendMessageRequestHeaderV2(RpcRequestHeader):
             j=v1.reconsumeTimes, k=v1.unitMode, l=v1.maxReconsumeTimes, m=v1.batch, n=v1.bname,
         )
 
+
+#: V2 field -> V1 field (``createSendMessageRequestHeaderV1``; V2's inherited bname is dropped).
+_V2_TO_V1 = {
+    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
+    "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes", "k": "unitMode",
+    "l": "maxReconsumeTimes", "m": "batch", "n": "bname",
+}
 
 #: The request header class each request code's handler decodes (4.9.8 broker and name server).
 #: Codes whose requests carry only a body, or nothing (HEART_BEAT, LOCK_BATCH_MQ, UNLOCK_BATCH_MQ,

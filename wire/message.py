@@ -12,9 +12,7 @@ Facts come from Apache RocketMQ 4.9.8 (``CommitLog.MessageExtEncoder``, ``Messag
 
 from __future__ import annotations
 
-import functools
 import ipaddress
-import operator
 import os
 import struct
 import threading
@@ -27,6 +25,7 @@ from typing import Iterator, Mapping
 import construct as cs
 
 from wire.errors import WireError
+from wire.javamap import java_hashmap_order, java_string_hash
 
 __all__ = [
     "MAGIC_CODE_V1", "MAGIC_CODE_V2", "BLANK_MAGIC_CODE", "MessageSysFlag", "MessageConst",
@@ -34,7 +33,7 @@ __all__ = [
     "BLANK_RECORD", "BLANK_RECORD_STRUCT", "SYSFLAG_POSITION", "QUEUE_OFFSET_POSITION", "store_timestamp_position",
     "crc32_masked", "java_string_hash", "encode_properties", "decode_properties", "properties_bytes",
     "java_hashmap_order", "encode_properties_java",
-    "record_head_struct", "calc_record_length", "encode_record", "decode_record", "decode_messages",
+    "record_head_struct", "record_head_reader", "calc_record_length", "encode_record", "decode_record", "decode_messages",
     "iter_records", "encode_batch", "decode_batch", "create_offset_msg_id", "parse_offset_msg_id",
     "UniqIdGenerator", "compress_body", "decompress_body", "ip_to_bytes", "format_socket_address",
 ]
@@ -143,35 +142,6 @@ def crc32_masked(data: bytes | bytearray | memoryview) -> int:
     return zlib.crc32(data) & 0x7FFFFFFF
 
 
-_POW31 = [pow(31, i, 1 << 32) for i in range(511, -1, -1)]  # 31^511 .. 31^0 (mod 2^32)
-
-
-def java_string_hash(s: str) -> int:
-    """Java String.hashCode (over UTF-16 code units) as a signed 32-bit int.
-
-    sum(c[i] * 31^(n-1-i)) mod 2^32, computed with map/sum so the loop runs in C."""
-    if s.isascii():
-        units: bytes | list[int] = s.encode("ascii")
-    else:
-        raw = s.encode("utf-16-be", "surrogatepass")
-        units = [(raw[i] << 8) | raw[i + 1] for i in range(0, len(raw), 2)]
-    n = len(units)
-    if n <= 512:
-        h = sum(map(operator.mul, units, _POW31[512 - n:])) & 0xFFFFFFFF
-    else:
-        h = 0
-        for ch in units:
-            h = (31 * h + ch) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
-
-
-@functools.lru_cache(maxsize=4096)
-def _spread_hash(key: str) -> int:
-    """HashMap.hash(key): h ^ (h >>> 16) (property names repeat, so this is cached)."""
-    h = java_string_hash(key) & 0xFFFFFFFF
-    return h ^ (h >> 16)
-
-
 def encode_properties(props: Mapping[str, str | None] | None) -> str:
     """MessageDecoder.messageProperties2String: name\\x01value\\x02..., no trailing separator,
     None values skipped, order = mapping order (the broker keeps the client's order)."""
@@ -182,30 +152,22 @@ def encode_properties(props: Mapping[str, str | None] | None) -> str:
     )
 
 
-def java_hashmap_order(props: Mapping[str, str], capacity: int | None = None) -> dict[str, str]:
-    """The same entries in java.util.HashMap<String, String> iteration order.
-
-    The broker keeps properties in a HashMap and serializes that map, so the stored order is
-    bucket order: index = (h ^ (h >>> 16)) & (capacity - 1) with h = String.hashCode, entries of
-    one bucket in insertion order (resizes keep it). ``capacity`` defaults to the table size
-    HashMap grows to for this many entries (16, doubled while size > 0.75 * capacity)."""
-    if capacity is None:
-        capacity = 16
-        while len(props) > capacity * 0.75:
-            capacity *= 2
-    mask = capacity - 1
-
-    def bucket(item: tuple[str, str]) -> int:
-        return _spread_hash(item[0]) & mask
-
-    return dict(sorted(props.items(), key=bucket))
+_HASHMAP_ORDERS: dict[tuple[str, ...], tuple[str, ...]] = {}  # key sequence -> HashMap iteration order
 
 
 def encode_properties_java(props: Mapping[str, str | None] | None) -> str:
-    """encode_properties in the order a RocketMQ broker writes them (HashMap order)."""
+    """encode_properties in the order a RocketMQ broker writes them (HashMap order). The
+    order depends only on the keys and their insertion order, which repeat from message to
+    message, so it is computed once per key sequence."""
     if not props:
         return ""
-    return encode_properties(java_hashmap_order({k: v for k, v in props.items() if v is not None}))
+    keys = tuple(k for k, v in props.items() if v is not None)
+    order = _HASHMAP_ORDERS.get(keys)
+    if order is None:
+        order = tuple(java_hashmap_order(dict.fromkeys(keys)))
+        if len(_HASHMAP_ORDERS) < 4096:
+            _HASHMAP_ORDERS[keys] = order
+    return PROPERTY_SEPARATOR.join([f"{k}{NAME_VALUE_SEPARATOR}{props[k]}" for k in order])
 
 
 def decode_properties(data: str | bytes | bytearray | memoryview | None) -> dict[str, str]:
@@ -222,11 +184,10 @@ def decode_properties(data: str | bytes | bytearray | memoryview | None) -> dict
     if not data:
         return out
     for item in data.split(PROPERTY_SEPARATOR):
-        if len(item) < 3:
-            continue
-        kv = item.find(NAME_VALUE_SEPARATOR)
-        if 0 < kv < len(item) - 1:
-            out[item[:kv]] = item[kv + 1:]
+        # a name and a value around the first separator (so at least 3 chars), else skipped
+        name, _sep, value = item.partition(NAME_VALUE_SEPARATOR)
+        if name and value:
+            out[name] = value
     return out
 
 
@@ -323,6 +284,28 @@ def record_head_struct(sys_flag: int) -> struct.Struct:
     """The struct for fields 1..15 (up to and including the body length) for this sysFlag."""
     return _HEAD_STRUCTS[(bool(sys_flag & MessageSysFlag.BORNHOST_V6_FLAG),
                           bool(sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG))]
+
+
+def record_head_reader(names: tuple[str, ...]) -> dict[int, struct.Struct]:
+    """Structs that read only the head fields ``names`` (in declaration order), the others
+    skipped as pad bytes, keyed by ``sys_flag & (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)``.
+
+    Hot paths (dispatch) unpack just what they use - no host bytes objects per record - at
+    offsets derived from ``RECORD_FIELDS``, so they cannot drift from the declaration."""
+    unknown = set(names) - set(HEAD_FIELD_NAMES)
+    if unknown:
+        raise ValueError(f"not record head fields: {sorted(unknown)}")
+    out = {}
+    for b6 in (False, True):
+        for s6 in (False, True):
+            fmt = ">"
+            for name, _typ, code in RECORD_FIELDS:
+                code = code.format(born=16 if b6 else 4, store=16 if s6 else 4)
+                fmt += code if name in names else f"{struct.calcsize('>' + code)}x"
+            key = (MessageSysFlag.BORNHOST_V6_FLAG if b6 else 0) | (MessageSysFlag.STOREHOSTADDRESS_V6_FLAG if s6 else 0)
+            out[key] = struct.Struct(fmt)
+            assert out[key].size == _HEAD_STRUCTS[(b6, s6)].size
+    return out
 
 
 # fixed positions (independent of the host sizes) derived from the declaration

@@ -36,6 +36,9 @@ SYSTEM_PROPERTIES = {
 }
 
 
+_KEEP: list = []  # messages and callbacks the native library may still point at
+
+
 def _status(status) -> str:
     """The C++ wrapper calls SEND_OK just OK; report the Java/broker name."""
     return "SEND_OK" if status.name == "OK" else status.name
@@ -137,9 +140,6 @@ def run_produce(case: dict[str, Any]) -> None:
             time.sleep(float(case.get("oneway_linger_s", 1.0)))  # let the bytes leave before shutdown
     producer.shutdown()
     emit("done")
-
-
-_KEEP: list = []
 
 
 def run_push(case: dict[str, Any]) -> None:

@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 from store.config import MessageStoreConfig
 from store.consumequeue import (CQ_STORE_UNIT_SIZE, CQ_UNIT, INT_MAX, PRE_BLANK_UNIT, ConsumeQueue,
-                                StoreFileError, load_consume_queues, struct_of, tags_code_of)
+                                load_consume_queues, tags_code_of)
+from store.errors import StoreFileError
+from store.layout import struct_of
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
 CLEAN = FIXTURES / "rocketmq-4.9-store"

@@ -2,15 +2,19 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
+from store.commitlog import MessageExtBatch, MessageExtBrokerInner, PutMessageStatus
 from store.config import MessageStoreConfig
 from store.consumequeue import ConsumeQueue
 from store.expiry import CleanService, disk_partition_space_used_percent, is_it_time_to_do
 from store.indexfile import IndexService
 from store.mapped_file import MappedFileQueue
+from store.message_store import DefaultMessageStore, GetMessageStatus
+from wire.message import encode_batch
 
 HOUR = 3_600_000
 NOW = 1_800_000_000_000
@@ -118,6 +122,7 @@ def test_manual_delete(world: World) -> None:
 
 def test_background_thread_runs_and_stops(world: World) -> None:
     world.config.cleanResourceInterval = 10
+    world.svc.clean_initial_delay_ms = 0
     world.age([100, 100, 100, 100, 100])
     world.hour = 4
     world.svc.start()
@@ -125,7 +130,6 @@ def test_background_thread_runs_and_stops(world: World) -> None:
         for _ in range(200):
             if world.names() == [4000]:
                 break
-            import time
             time.sleep(0.01)
     finally:
         world.svc.shutdown()
@@ -138,3 +142,175 @@ def test_helpers(tmp_path: Path) -> None:
     r = disk_partition_space_used_percent(str(tmp_path))
     assert 0 <= r <= 1
     assert disk_partition_space_used_percent(str(tmp_path / "missing")) == -1
+
+
+def test_physic_partition_over_max_ratio_skips_the_logics_check(world: World) -> None:
+    """isSpaceToDelete returns after the commit-log partition when it alone asks for
+    deletion; the consume-queue partition is then not looked at (4.9.8 order)."""
+    seen = []
+    world.svc.disk_usage = lambda path: seen.append(path) or (0.80 if path.endswith("commitlog") else 0.95)
+    st = world.svc.check_disk_space()
+    assert st.space_to_delete and not st.disk_full and world.svc.is_writeable()
+    assert seen == [world.config.get_store_path_commit_log()]
+    world.svc.disk_usage = lambda path: 0.50 if path.endswith("commitlog") else 0.95
+    st = world.svc.check_disk_space()
+    assert st.disk_full and st.clean_immediately and not world.svc.is_writeable()
+
+
+def test_between_85_and_90_percent_the_full_flag_is_kept(world: World) -> None:
+    world.disk = 0.95
+    world.svc.check_disk_space()
+    world.disk = 0.87  # cleans at once but does not declare the disk OK yet
+    assert world.svc.check_disk_space().clean_immediately and not world.svc.is_writeable()
+    world.disk = 0.70
+    world.svc.check_disk_space()
+    assert world.svc.is_writeable()
+
+
+def test_periodic_disk_check_is_commit_log_only(world: World) -> None:
+    world.svc.disk_usage = lambda path: 0.95 if path.endswith("commitlog") else 0.1
+    assert world.svc.is_space_full() and not world.svc.is_writeable()
+    world.svc.disk_usage = lambda path: 0.1 if path.endswith("commitlog") else 0.95
+    assert not world.svc.is_space_full() and world.svc.is_writeable()
+
+
+# ---- through the store facade ------------------------------------------------------------------
+
+def _store(root: Path, disk: list[float], **kw) -> DefaultMessageStore:
+    cfg = MessageStoreConfig(storePathRootDir=str(root), mappedFileSizeCommitLog=4096,
+                             mappedFileSizeConsumeQueue=10 * 20, maxHashSlotNum=16, maxIndexNum=8,
+                             deleteCommitLogFilesInterval=0, **kw)
+    s = DefaultMessageStore(cfg, disk_usage=lambda path: disk[0])
+    s.load()
+    s.start()
+    return s
+
+
+def _put(s: DefaultMessageStore, n: int, start: int = 0) -> list:
+    out = []
+    for i in range(start, start + n):
+        r = s.put_message(MessageExtBrokerInner("ExpT", 0, b"b" * 300, {"KEYS": f"k{i}", "TAGS": "t"}))
+        assert r.is_ok(), r
+        out.append(r.appendMessageResult)
+    assert s.wait_dispatched()
+    return out
+
+
+def test_store_refuses_writes_when_the_disk_is_full_and_resumes(tmp_path: Path) -> None:
+    disk = [0.95]  # above diskSpaceWarningLevelRatio from the first check at start
+    s = _store(tmp_path, disk)
+    try:
+        assert s.is_disk_full()
+        r = s.put_message(MessageExtBrokerInner("ExpT", 0, b"x", {}))
+        assert r.putMessageStatus is PutMessageStatus.SERVICE_NOT_AVAILABLE and r.appendMessageResult is None
+        b = s.put_messages(MessageExtBatch("ExpT", 0, encode_batch([(0, b"x", {})])))
+        assert b.putMessageStatus is PutMessageStatus.SERVICE_NOT_AVAILABLE
+        assert s.get_max_phy_offset() == 0  # nothing was appended
+        disk[0] = 0.30
+        s.clean_service.is_space_full()  # the 10 s disk check
+        assert not s.is_disk_full()
+        assert s.put_message(MessageExtBrokerInner("ExpT", 0, b"x", {})).is_ok()
+    finally:
+        s.shutdown()
+
+
+def test_background_disk_check_flips_the_store_to_read_only(tmp_path: Path) -> None:
+    disk = [0.10]
+    s = _store(tmp_path, disk)
+    s.clean_service.shutdown()
+    s.clean_service.disk_check_interval_ms = 10
+    s.clean_service.start()
+    try:
+        assert s.put_message(MessageExtBrokerInner("ExpT", 0, b"x", {})).is_ok()
+        disk[0] = 0.91
+        deadline = time.monotonic() + 5
+        while not s.is_disk_full() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        r = s.put_message(MessageExtBrokerInner("ExpT", 0, b"x", {}))
+        assert r.putMessageStatus is PutMessageStatus.SERVICE_NOT_AVAILABLE
+        assert s.get_message("g", "ExpT", 0, 0, 32).status is GetMessageStatus.FOUND  # reads go on
+    finally:
+        s.shutdown()
+
+
+def test_expiry_through_the_store_deletes_old_commit_log_cq_and_index_files(tmp_path: Path) -> None:
+    disk = [0.10]
+    s = _store(tmp_path, disk)
+    try:
+        wrote = _put(s, 60)  # ~350 B records, 11 per 4 KiB file: 6 commit-log files
+        files = list(s.commit_log.mapped_file_queue.mapped_files)
+        assert len(files) >= 5
+        cq = s.get_consume_queue("ExpT", 0)
+        assert len(cq.files) == 6 and len(s.index_service.index_files) > 3
+        old = time.time() - 100 * 3600  # older than fileReservedTime (72 h)
+        for mf in files[:3]:
+            os.utime(mf.path, (old, old))
+        s.clean_service.local_hour = lambda: 4  # deleteWhen "04"
+        res = s.clean_service.run_once()
+        assert res.commitlog_files == 3
+        new_min = files[3].file_from_offset
+        assert s.get_min_phy_offset() == new_min and not any(os.path.exists(mf.path) for mf in files[:3])
+        assert res.consume_queue_files >= 1 and res.index_files >= 1
+        first_kept = next(i for i, w in enumerate(wrote) if w.wroteOffset >= new_min)
+        assert s.get_min_offset_in_queue("ExpT", 0) == first_kept
+        assert all(f.end_phy_offset >= new_min for f in s.index_service.index_files)
+        # old messages are gone for pulls and key queries, young ones still served
+        got = s.get_message("g", "ExpT", 0, 0, 1)
+        assert got.status is GetMessageStatus.OFFSET_TOO_SMALL and got.next_begin_offset == first_kept
+        assert s.get_message("g", "ExpT", 0, first_kept, 1).status is GetMessageStatus.FOUND
+        assert not s.query_message("ExpT", "k0", 1, 0, 2**62).message_buffers
+        assert s.query_message("ExpT", f"k{len(wrote) - 1}", 1, 0, 2**62).message_buffers
+        # the store still restarts cleanly on what expiry left
+    finally:
+        s.shutdown()
+    s = _store(tmp_path, disk)
+    try:
+        assert s.get_min_phy_offset() == new_min and s.get_min_offset_in_queue("ExpT", 0) == first_kept
+        assert s.get_max_offset_in_queue("ExpT", 0) == len(wrote)
+    finally:
+        s.shutdown()
+
+
+def test_full_disk_cleans_young_files_at_once_but_never_the_file_in_use(tmp_path: Path) -> None:
+    disk = [0.10]
+    s = _store(tmp_path, disk)
+    try:
+        wrote = _put(s, 40)
+        last = s.commit_log.mapped_file_queue.mapped_files[-1]
+        disk[0] = 0.95
+        res = s.clean_service.run_once()
+        assert res.commitlog_files >= 2 and s.is_disk_full()
+        assert s.commit_log.mapped_file_queue.mapped_files == [last] and os.path.exists(last.path)
+        tail = wrote[-1]
+        v = s.select_one_message_by_offset(tail.wroteOffset)
+        assert v is not None and len(v) == tail.wroteBytes
+        assert s.put_message(MessageExtBrokerInner("ExpT", 0, b"x", {})).putMessageStatus \
+            is PutMessageStatus.SERVICE_NOT_AVAILABLE
+        disk[0] = 0.50
+        s.clean_service.run_once()
+        assert s.put_message(MessageExtBrokerInner("ExpT", 0, b"x", {})).is_ok()
+    finally:
+        s.shutdown()
+
+
+def test_expiry_thread_of_a_started_store_runs_on_its_interval(tmp_path: Path) -> None:
+    disk = [0.10]
+    s = DefaultMessageStore(MessageStoreConfig(storePathRootDir=str(tmp_path), mappedFileSizeCommitLog=4096,
+                                               mappedFileSizeConsumeQueue=200, cleanResourceInterval=10,
+                                               deleteCommitLogFilesInterval=0),
+                            disk_usage=lambda path: disk[0], clean_initial_delay_ms=0)
+    s.load()
+    s.start()
+    try:
+        _put(s, 30)
+        n = len(s.commit_log.mapped_file_queue.mapped_files)
+        assert n >= 3
+        s.execute_delete_files_manually()
+        for mf in s.commit_log.mapped_file_queue.mapped_files:
+            os.utime(mf.path, (1, 1))
+        deadline = time.monotonic() + 5
+        while len(s.commit_log.mapped_file_queue.mapped_files) > 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(s.commit_log.mapped_file_queue.mapped_files) == 1
+    finally:
+        s.shutdown()

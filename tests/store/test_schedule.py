@@ -91,7 +91,7 @@ def test_delayed_message_is_delivered_when_due_and_only_once(harness: Harness) -
     harness.send("RealTopic", 2, b"d1", DELAY="2", TAGS="TagD")
     sched = harness.messages(SCHEDULE_TOPIC, 1)
     assert len(sched) == 1 and sched[0].properties["REAL_TOPIC"] == "RealTopic"
-    unit = harness.store._get_cq(SCHEDULE_TOPIC, 1).get_unit(0)
+    unit = harness.store.get_consume_queue(SCHEDULE_TOPIC, 1).get_unit(0)
     deliver_at = unit[2]
     assert deliver_at == sched[0].store_timestamp + 5000  # tag code = delivery time
     harness.service.tick(deliver_at - 1)
@@ -241,7 +241,7 @@ def test_fixture_pending_level_18_message(tmp_path: Path) -> None:
     try:
         assert h.service.offsets.get_offset(2) == 1 and h.service.offsets.get_offset(3) == 4
         before = h.messages("FixDelayTopic", 1)
-        unit = h.store._get_cq(SCHEDULE_TOPIC, 17).get_unit(0)
+        unit = h.store.get_consume_queue(SCHEDULE_TOPIC, 17).get_unit(0)
         h.service.tick(unit[2] - 1)
         assert h.messages("FixDelayTopic", 1) == before
         # levels 2 and 3 were fully delivered by RocketMQ: nothing is delivered twice

@@ -186,13 +186,20 @@ class RmqdServer:
                 raise RuntimeError(f"rmqd did not exit within {STOP_TIMEOUT_S}s of SIGTERM; log: {self.log_path}")
         code = self.proc.returncode
         self.proc = None
+        self._close_log()
         return code
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
         self.proc = None
+        self._close_log()
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -238,11 +245,13 @@ class DriverProc:
         self.stderr_path = self.workdir / f"{self.name}.stderr"
         env = client_env()
         env["HOME"] = str(self.workdir)  # client-side files (offsets, logs) stay in the test's tmp dir
-        self.proc = subprocess.Popen(
-            driver_command(self.client, case_file), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=open(self.stderr_path, "w"), text=True, cwd=str(self.workdir), env=env,
-        )
-        threading.Thread(target=self._pump, daemon=True).start()
+        with self.stderr_path.open("w") as err:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                driver_command(self.client, case_file), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=err, text=True, cwd=str(self.workdir), env=env,
+            )
+        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
+        self._pump_thread.start()
         return self
 
     def _pump(self) -> None:
@@ -303,10 +312,12 @@ class DriverProc:
         except OSError:
             pass
         try:
-            return self.proc.wait(timeout)
+            code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            return -9
+            code = -9
+        self._pump_thread.join(10)  # every line the driver printed is in self.events now
+        return code
 
     def stop(self, timeout: float = 30.0) -> int:
         """Ask a push consumer to stop (commits offsets, unregisters) and wait for it."""
@@ -338,7 +349,6 @@ def run_driver(client: str, case: dict[str, Any], workdir: Path, name: str, time
     case.setdefault("deadline_s", timeout)
     d = DriverProc(client, case, workdir, name).start()
     d.finish(timeout + 10)
-    d.wait_for(lambda evs: False, 0.2)  # let the pump read the last lines
     return d
 
 

@@ -1,0 +1,125 @@
+"""Java's hashing and hash-map iteration order, which RocketMQ's bytes carry.
+
+Why a module: a RocketMQ broker serializes java.util.HashMap / ConcurrentHashMap contents
+(message properties, header extFields, config JSON tables) in the map's iteration order,
+i.e. by hash bucket. Reproducing those bytes needs Java's ``String.hashCode`` and the
+bucket order of a table of the size the JDK would have grown to - one implementation here
+for every caller (wire codecs, the store's config files, processors)."""
+
+from __future__ import annotations
+
+import functools
+import operator
+from typing import Any, Hashable, Mapping, TypeVar
+
+__all__ = [
+    "java_string_hash", "java_string_hash_from", "java_hash", "hashmap_capacity", "chm_table_size", "java_hashmap_order",
+    "java_concurrent_hashmap_order",
+]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+HASHMAP_DEFAULT_CAPACITY = 16
+_POW31 = [pow(31, i, 1 << 32) for i in range(511, -1, -1)]  # 31^511 .. 31^0 (mod 2^32)
+
+
+def java_string_hash(s: str) -> int:
+    """Java String.hashCode (over UTF-16 code units) as a signed 32-bit int.
+
+    sum(c[i] * 31^(n-1-i)) mod 2^32, computed with map/sum so the loop runs in C."""
+    if s.isascii():
+        units: bytes | list[int] = s.encode("ascii")
+    else:
+        raw = s.encode("utf-16-be", "surrogatepass")
+        units = [(raw[i] << 8) | raw[i + 1] for i in range(0, len(raw), 2)]
+    n = len(units)
+    if n <= 512:
+        h = sum(map(operator.mul, units, _POW31[512 - n:])) & 0xFFFFFFFF
+    else:
+        h = 0
+        for ch in units:
+            h = (31 * h + ch) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def java_string_hash_from(prefix_hash: int, s: str) -> int:
+    """``(prefix + s).hashCode()`` from ``prefix.hashCode()``: the hash is a polynomial, so
+    h(p + s) = h(p) * 31^len(s) + h(s) (mod 2^32, len in UTF-16 units). Lets the index hash
+    ``topic#key`` without building the string or re-hashing the shared prefix."""
+    if s.isascii() and len(s) < 512:
+        n = len(s)
+        h = prefix_hash * _POW31[511 - n] + sum(map(operator.mul, s.encode("ascii"), _POW31[512 - n:]))
+    else:
+        units = len(s.encode("utf-16-be", "surrogatepass")) // 2
+        h = prefix_hash * pow(31, units, 1 << 32) + java_string_hash(s)
+    h &= 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def java_hash(key: Any) -> int:
+    """``key.hashCode()`` for the key types RocketMQ's maps use: String, Integer, Long."""
+    if isinstance(key, str):
+        return java_string_hash(key)
+    if isinstance(key, int) and not isinstance(key, bool):
+        if -0x80000000 <= key <= 0x7FFFFFFF:  # Integer.hashCode
+            return key
+        v = key & 0xFFFFFFFFFFFFFFFF  # Long.hashCode
+        return (v ^ (v >> 32)) & 0xFFFFFFFF
+    raise TypeError(f"no Java hash for {type(key).__name__}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _spread(key: Any) -> int:
+    """HashMap.hash / ConcurrentHashMap.spread: the hash with its high half folded in
+    (keys repeat, so this is cached). CHM's extra ``& 0x7FFFFFFF`` never reaches a bucket."""
+    h = java_hash(key) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def _bucket_order(mapping: Mapping[K, V], table_size: int) -> dict[K, V]:
+    """Entries by bucket index; a bucket keeps the mapping's order (sorted() is stable).
+    Buckets with 8+ colliding keys (treeified in Java) are not modelled."""
+    mask = table_size - 1
+    keys = sorted(mapping, key=lambda k: _spread(k) & mask)
+    return {k: mapping[k] for k in keys}
+
+
+def hashmap_capacity(max_size: int) -> int:
+    """Table size of a default-constructed HashMap that has held ``max_size`` entries
+    (16, doubled while size > 0.75 * capacity; a table never shrinks)."""
+    cap = HASHMAP_DEFAULT_CAPACITY
+    while max_size > cap * 0.75:
+        cap *= 2
+    return cap
+
+
+def chm_table_size(initial_capacity: int | None) -> int:
+    """Bins of ``new ConcurrentHashMap<>(initial_capacity)``; None = the no-arg
+    constructor (16), which is what fastjson creates when it parses a map."""
+    if initial_capacity is None:
+        return 16
+    n = 1
+    while n < int(1.0 + initial_capacity / 0.75):  # JDK tableSizeFor(1 + cap / loadFactor)
+        n <<= 1
+    return n
+
+
+def java_hashmap_order(mapping: Mapping[K, V], max_size: int | None = None, *,
+                       capacity: int | None = None) -> dict[K, V]:
+    """The mapping re-ordered as a ``java.util.HashMap`` filled in this order iterates.
+
+    ``max_size``: the most entries the Java map ever held (a removed key still grew the
+    table); ``capacity`` overrides the table size outright."""
+    if capacity is None:
+        capacity = hashmap_capacity(max(len(mapping), max_size or 0))
+    return _bucket_order(mapping, capacity)
+
+
+def java_concurrent_hashmap_order(table: Mapping[K, V], initial_capacity: int | None) -> dict[K, V]:
+    """``table`` re-ordered as a ``ConcurrentHashMap`` built with ``initial_capacity``
+    (see :func:`chm_table_size`) and holding the same keys iterates them (fastjson writes
+    maps in iteration order). The table doubles as the JDK's does, at 3/4 full."""
+    n = chm_table_size(initial_capacity)
+    while len(table) >= n - (n >> 2):  # sizeCtl = 0.75 n: the table doubled
+        n <<= 1
+    return _bucket_order(table, n)
