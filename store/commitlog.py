@@ -1,0 +1,547 @@
+"""CommitLog: every message of every topic, appended to one sequence of mapped files.
+
+The record bytes are built outside the lock (like RocketMQ's MessageExtEncoder); under the
+lock only the queue offset, physical offset and store timestamp are patched in with
+struct.pack_into, straight into the mmap. A record never spans files: when it does not fit
+(plus the 8-byte minimum blank), the file gets the BLANK end-of-file record and the write rolls.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from store.config import MessageStoreConfig
+from store.consumequeue import SCHEDULE_TOPIC, tags_code_of
+from store.mapped_file import WARM_AHEAD, MappedFile, MappedFileQueue
+from wire.errors import WireError
+from wire.message import (
+    BLANK_MAGIC_CODE, BLANK_RECORD_STRUCT as _BLANK, MAGIC_CODE_V1, MAGIC_CODE_V2, QUEUE_OFFSET_POSITION,
+    SHORT_MAX, SYSFLAG_POSITION, BatchItem, MessageConst, MessageSysFlag, create_offset_msg_id, crc32_masked,
+    decode_batch, decode_properties, encode_properties_java, record_head_reader, record_head_struct,
+    store_timestamp_position,
+)
+
+END_FILE_MIN_BLANK_LENGTH = 8
+_QQ = struct.Struct(">qq")
+_Q = struct.Struct(">q")
+_I = struct.Struct(">i")
+_TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+_NO_QUEUE_OFFSET = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
+
+
+def _with_host_flags(sys_flag: int, born_host: bytes, store_host: bytes) -> int:
+    """Set BORNHOST_V6 / STOREHOSTADDRESS_V6 from the address sizes (as CommitLog.asyncPutMessage)."""
+    sys_flag &= ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+    if len(born_host) == 16:
+        sys_flag |= MessageSysFlag.BORNHOST_V6_FLAG
+    if len(store_host) == 16:
+        sys_flag |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+    return sys_flag
+
+
+# the head fields dispatch reads (others skipped), per host-address size combination
+_DISPATCH_HEADS = record_head_reader(("body_crc", "queue_id", "queue_offset", "physical_offset", "sys_flag",
+                                      "store_timestamp", "prepared_transaction_offset", "body_length"))
+_DISPATCH_V4 = _DISPATCH_HEADS[0]  # 91 B or more: total >= 91 was checked, so it is always readable
+_HOST_FLAGS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+_TOPICS: dict[bytes, str] = {}  # topic names repeat: decode each once
+_KEYS = MessageConst.PROPERTY_KEYS
+_UNIQ = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+
+
+class PutMessageStatus(enum.Enum):
+    PUT_OK = 0
+    FLUSH_DISK_TIMEOUT = 1
+    FLUSH_SLAVE_TIMEOUT = 2
+    SLAVE_NOT_AVAILABLE = 3
+    SERVICE_NOT_AVAILABLE = 4
+    CREATE_MAPEDFILE_FAILED = 5
+    MESSAGE_ILLEGAL = 6
+    PROPERTIES_SIZE_EXCEEDED = 7
+    OS_PAGECACHE_BUSY = 8
+    UNKNOWN_ERROR = 9
+    LMQ_CONSUME_QUEUE_NUM_EXCEEDED = 10
+
+
+class AppendMessageStatus(enum.Enum):
+    PUT_OK = 0
+    END_OF_FILE = 1
+    MESSAGE_SIZE_EXCEEDED = 2
+    PROPERTIES_SIZE_EXCEEDED = 3
+    UNKNOWN_ERROR = 4
+
+
+@dataclass(slots=True)
+class AppendMessageResult:
+    status: AppendMessageStatus
+    wroteOffset: int = 0
+    wroteBytes: int = 0
+    storeTimestamp: int = 0
+    logicsOffset: int = 0
+    msgNum: int = 1
+    pagecacheRT: int = 0
+    store_host: bytes = b""
+    store_port: int = 0
+    phy_offsets: list[int] | None = None  # per message, for a batch
+
+    @property
+    def msgId(self) -> str:
+        """offsetMsgId (comma-joined for a batch), computed on demand like RocketMQ's supplier."""
+        if self.phy_offsets is None:
+            return create_offset_msg_id(self.store_host, self.store_port, self.wroteOffset)
+        return ",".join(create_offset_msg_id(self.store_host, self.store_port, x) for x in self.phy_offsets)
+
+    def is_ok(self) -> bool:
+        return self.status is AppendMessageStatus.PUT_OK
+
+
+@dataclass(slots=True)
+class PutMessageResult:
+    putMessageStatus: PutMessageStatus
+    appendMessageResult: AppendMessageResult | None = None
+
+    def is_ok(self) -> bool:
+        return (self.appendMessageResult is not None and self.appendMessageResult.is_ok()
+                and self.putMessageStatus is PutMessageStatus.PUT_OK)
+
+    @property
+    def end_offset(self) -> int:
+        """Commit-log offset the message's durability wait must reach (wroteOffset + wroteBytes)."""
+        r = self.appendMessageResult
+        return 0 if r is None else r.wroteOffset + r.wroteBytes
+
+
+@dataclass(slots=True)
+class MessageExtBrokerInner:
+    """A message as the send processor hands it to the store (MessageExtBrokerInner).
+
+    ``properties`` is the map; ``properties_string`` (if set) is written as is. Otherwise the
+    map is written in Java HashMap order, which is what a RocketMQ broker stores."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: bytes = b"\x7f\x00\x00\x01"
+    born_port: int = 0
+    store_host: bytes = b"\x7f\x00\x00\x01"
+    store_port: int = 10911
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    properties_string: str | None = None
+    store_timestamp: int = 0
+
+    @property
+    def delay_time_level(self) -> int:
+        t = self.properties.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL)
+        try:
+            return int(t) if t else 0
+        except ValueError:
+            return 0
+
+    def get_properties_string(self) -> str:
+        if self.properties_string is None:
+            self.properties_string = encode_properties_java(self.properties)
+        return self.properties_string
+
+
+@dataclass(slots=True)
+class MessageExtBatch:
+    """SEND_BATCH_MESSAGE: one topic/queue, the client's batch body, batch-level properties
+    (appended to every message's own properties, as MessageExtEncoder.encode(batch) does)."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: bytes = b"\x7f\x00\x00\x01"
+    born_port: int = 0
+    store_host: bytes = b"\x7f\x00\x00\x01"
+    store_port: int = 10911
+    reconsume_times: int = 0
+    items: list[BatchItem] | None = None  # decoded batch (set by the caller or lazily)
+
+
+class CommitLog:
+    """Append / read the commit log (CommitLog.java minus HA and DLedger)."""
+
+    def __init__(self, config: MessageStoreConfig):
+        self.config = config
+        self.mapped_file_queue = MappedFileQueue(config.get_store_path_commit_log(), config.mappedFileSizeCommitLog,
+                                                 durable_names=True)
+        self.topic_queue_table: dict[str, int] = {}
+        self.put_message_lock = threading.Lock()
+        self.delay_levels = config.delay_levels_ms()
+        self.max_delay_level = len(self.delay_levels)
+        self.delay_level_table = dict(enumerate(self.delay_levels, 1))  # level -> delay ms
+        self.max_message_size = config.maxMessageSize
+        self.begin_time_in_lock = 0
+        # called after each successful append with the end offset (flush service hook)
+        self.on_appended: Callable[[int], None] | None = None
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def load(self) -> None:
+        self.mapped_file_queue.load()
+
+    def shutdown(self) -> None:
+        self.mapped_file_queue.shutdown()
+
+    # ---- append ------------------------------------------------------------------------------
+    def _apply_delay(self, msg: MessageExtBrokerInner) -> None:
+        """Delayed messages go to SCHEDULE_TOPIC_XXXX queue level-1, the real destination kept
+        in REAL_TOPIC / REAL_QID (CommitLog.asyncPutMessage)."""
+        tran = msg.sys_flag & _TRAN_MASK
+        if tran not in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
+            return
+        level = msg.delay_time_level
+        if level <= 0:
+            return
+        if level > self.max_delay_level:
+            level = self.max_delay_level
+            msg.properties[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(level)
+        msg.properties[MessageConst.PROPERTY_REAL_TOPIC] = msg.topic
+        msg.properties[MessageConst.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+        msg.properties_string = encode_properties_java(msg.properties)
+        msg.topic = SCHEDULE_TOPIC
+        msg.queue_id = level - 1
+
+    def encode(self, msg: MessageExtBrokerInner) -> bytes | PutMessageStatus:
+        """Record bytes with queue offset / physical offset / store time left 0 (patched in the lock)."""
+        props_b = msg.get_properties_string().encode("utf-8")
+        if len(props_b) > SHORT_MAX:
+            return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+        body = msg.body
+        if len(body) > self.max_message_size:
+            return PutMessageStatus.MESSAGE_ILLEGAL
+        topic_b = msg.topic.encode("utf-8")
+        magic = MAGIC_CODE_V1 if len(topic_b) <= 127 else MAGIC_CODE_V2
+        msg.sys_flag = sys_flag = _with_host_flags(msg.sys_flag, msg.born_host, msg.store_host)
+        st = record_head_struct(sys_flag)
+        tlen_size = 1 if magic == MAGIC_CODE_V1 else 2
+        total = st.size + len(body) + tlen_size + len(topic_b) + 2 + len(props_b)
+        if total > self.max_message_size + 64 * 1024:
+            return PutMessageStatus.MESSAGE_ILLEGAL
+        head = st.pack(total, magic, crc32_masked(body), msg.queue_id, msg.flag, 0, 0, sys_flag,
+                       msg.born_timestamp, msg.born_host, msg.born_port, 0, msg.store_host, msg.store_port,
+                       msg.reconsume_times, msg.prepared_transaction_offset, len(body))
+        return b"".join((head, body, len(topic_b).to_bytes(tlen_size, "big"), topic_b,
+                         len(props_b).to_bytes(2, "big"), props_b))
+
+    def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        self._apply_delay(msg)
+        rec = self.encode(msg)
+        if isinstance(rec, PutMessageStatus):
+            return PutMessageResult(rec, None)
+        tran = msg.sys_flag & _TRAN_MASK
+        key = f"{msg.topic}-{msg.queue_id}"
+        ts_pos = store_timestamp_position(msg.sys_flag)
+        n = len(rec)
+        if n + END_FILE_MIN_BLANK_LENGTH > self.config.mappedFileSizeCommitLog:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)  # can never fit a file
+        mfq = self.mapped_file_queue
+        with self.put_message_lock:
+            now = time.time_ns() // 1_000_000
+            self.begin_time_in_lock = now
+            mf = self._file_for(n)
+            if mf is None:
+                self.begin_time_in_lock = 0
+                return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, None)
+            pos = mf.wrote_position
+            qoff = 0 if tran in _NO_QUEUE_OFFSET else self.topic_queue_table.get(key, 0)
+            phy = mf.file_from_offset + pos
+            mm = mf.mm
+            mm[pos:pos + n] = rec
+            _QQ.pack_into(mm, pos + QUEUE_OFFSET_POSITION, qoff, phy)
+            _Q.pack_into(mm, pos + ts_pos, now)
+            mf.wrote_position = pos + n
+            mf.store_timestamp = now
+            if tran not in _NO_QUEUE_OFFSET:
+                self.topic_queue_table[key] = qoff + 1
+            if pos + n + WARM_AHEAD // 2 >= mf.warmed_position:
+                mf.warm_ahead(pos + n)
+            self.begin_time_in_lock = 0
+        msg.store_timestamp = now
+        res = AppendMessageResult(AppendMessageStatus.PUT_OK, phy, n, now, qoff, 1, 0, msg.store_host, msg.store_port)
+        if self.on_appended is not None:
+            self.on_appended(phy + n)
+        return PutMessageResult(PutMessageStatus.PUT_OK, res)
+
+    def _file_for(self, n: int) -> MappedFile | None:
+        """The file the next ``n`` bytes go to (under the put lock): the last one, or - if they
+        don't fit with the 8-byte minimum blank - a new one after a BLANK end-of-file record.
+        None if a file cannot be created (disk full, permissions)."""
+        mfq = self.mapped_file_queue
+        try:
+            mf = mfq.get_last_mapped_file()
+            if mf is None or mf.is_full():
+                mf = mfq.get_last_mapped_file(0)
+            pos = mf.wrote_position
+            if n + END_FILE_MIN_BLANK_LENGTH > mf.file_size - pos:
+                self._write_blank(mf, pos)
+                mf = mfq.get_last_mapped_file(0)
+            return mf
+        except OSError:
+            return None
+
+    def _write_blank(self, mf: MappedFile, pos: int) -> None:
+        remaining = mf.file_size - pos
+        if remaining >= 8:
+            _BLANK.pack_into(mf.mm, pos, remaining, BLANK_MAGIC_CODE)
+        mf.wrote_position = mf.file_size
+
+    def encode_batch(self, batch: MessageExtBatch) -> list[bytes] | PutMessageStatus:
+        """One record per batch item: the item's flag/body/properties (+ batch properties),
+        the batch's topic/queue/hosts (MessageExtEncoder.encode(MessageExtBatch))."""
+        items = batch.items if batch.items is not None else decode_batch(batch.body)
+        if len(batch.body) > self.max_message_size:
+            return PutMessageStatus.MESSAGE_ILLEGAL
+        batch_props = encode_properties_java(batch.properties).encode("utf-8")
+        if len(batch_props) > SHORT_MAX:
+            return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+        topic_b = batch.topic.encode("utf-8")
+        magic = MAGIC_CODE_V1 if len(topic_b) <= 127 else MAGIC_CODE_V2
+        tlen_size = 1 if magic == MAGIC_CODE_V1 else 2
+        batch.sys_flag = sys_flag = _with_host_flags(batch.sys_flag, batch.born_host, batch.store_host)
+        st = record_head_struct(sys_flag)
+        out = []
+        for it in items:
+            props = it.properties_raw
+            if batch_props:
+                if props and props[-1:] != b"\x02":
+                    props = props + b"\x02" + batch_props
+                else:
+                    props = props + batch_props
+            if len(props) > SHORT_MAX:
+                return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+            body = it.body
+            total = st.size + len(body) + tlen_size + len(topic_b) + 2 + len(props)
+            head = st.pack(total, magic, crc32_masked(body), batch.queue_id, it.flag, 0, 0, sys_flag,
+                           batch.born_timestamp, batch.born_host, batch.born_port, 0, batch.store_host,
+                           batch.store_port, batch.reconsume_times, 0, len(body))
+            out.append(b"".join((head, body, len(topic_b).to_bytes(tlen_size, "big"), topic_b,
+                                 len(props).to_bytes(2, "big"), props)))
+        return out
+
+    def put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
+        """Append a batch contiguously in one file (rolls first if the whole batch doesn't fit)."""
+        if batch.sys_flag & _TRAN_MASK != MessageSysFlag.TRANSACTION_NOT_TYPE:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)  # no transactional batches
+        if batch.properties.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL, "0") not in ("", "0"):
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)  # no delayed batches
+        try:
+            recs = self.encode_batch(batch)
+        except WireError:  # malformed batch body
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)
+        if isinstance(recs, PutMessageStatus):
+            return PutMessageResult(recs, None)
+        if not recs:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)
+        total = sum(len(r) for r in recs)
+        if total + END_FILE_MIN_BLANK_LENGTH > self.config.mappedFileSizeCommitLog:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)  # can never fit a file
+        key = f"{batch.topic}-{batch.queue_id}"
+        ts_pos = store_timestamp_position(batch.sys_flag)
+        with self.put_message_lock:
+            now = time.time_ns() // 1_000_000
+            mf = self._file_for(total)
+            if mf is None:
+                return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, None)
+            pos = mf.wrote_position
+            begin_qoff = qoff = self.topic_queue_table.get(key, 0)
+            wrote = mf.file_from_offset + pos
+            mm = mf.mm
+            p = pos
+            phys = []
+            for r in recs:
+                n = len(r)
+                mm[p:p + n] = r
+                phy = mf.file_from_offset + p
+                _QQ.pack_into(mm, p + QUEUE_OFFSET_POSITION, qoff, phy)
+                _Q.pack_into(mm, p + ts_pos, now)
+                phys.append(phy)
+                qoff += 1
+                p += n
+            mf.wrote_position = p
+            mf.store_timestamp = now
+            self.topic_queue_table[key] = qoff
+            mf.warm_ahead(p)
+        res = AppendMessageResult(AppendMessageStatus.PUT_OK, wrote, total, now, begin_qoff, len(recs), 0,
+                                  batch.store_host, batch.store_port, phys)
+        if self.on_appended is not None:
+            self.on_appended(wrote + total)
+        return PutMessageResult(PutMessageStatus.PUT_OK, res)
+
+    # ---- read --------------------------------------------------------------------------------
+    def get_min_offset(self) -> int:
+        mf = self.mapped_file_queue.get_first_mapped_file()
+        if mf is None:
+            return -1
+        return mf.file_from_offset
+
+    def get_max_offset(self) -> int:
+        return self.mapped_file_queue.get_max_offset()
+
+    def roll_next_file(self, offset: int) -> int:
+        size = self.config.mappedFileSizeCommitLog
+        return offset + size - offset % size
+
+    def get_message(self, offset: int, size: int) -> memoryview | None:
+        """The stored record at ``offset`` (zero-copy view), None if not (fully) there."""
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset, offset == 0)
+        if mf is None:
+            return None
+        return mf.select_mapped_buffer(offset % self.config.mappedFileSizeCommitLog, size)
+
+    def get_data(self, offset: int, return_first_on_not_found: bool = False) -> tuple[int, memoryview] | None:
+        """(start offset, view to the written end of the file holding ``offset``)."""
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset, return_first_on_not_found)
+        if mf is None:
+            return None
+        pos = offset % self.config.mappedFileSizeCommitLog
+        v = mf.select_mapped_buffer(pos)
+        if v is None:
+            return None
+        return mf.file_from_offset + pos, v
+
+    def pickup_store_timestamp(self, offset: int, size: int) -> int:
+        if offset < self.get_min_offset():
+            return -1
+        v = self.get_message(offset, size)
+        if v is None or len(v) < 8:
+            return -1
+        sys_flag = _I.unpack_from(v, SYSFLAG_POSITION)[0]
+        return _Q.unpack_from(v, store_timestamp_position(sys_flag))[0]
+
+    # ---- checkMessageAndReturnSize ---------------------------------------------------------------
+    @staticmethod
+    def validate_record(buf, pos: int, check_crc: bool = True) -> int:
+        """Size-only variant of check_message_and_return_size for clean recovery: the record's
+        size if valid, 0 for a BLANK record, -1 if invalid (magic, lengths or CRC)."""
+        n = len(buf)
+        if pos + 8 > n:
+            return -1
+        total, magic = _BLANK.unpack_from(buf, pos)
+        if magic == BLANK_MAGIC_CODE:
+            return 0
+        if (magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2) or total < 91 or pos + total > n:
+            return -1
+        st = record_head_struct(_I.unpack_from(buf, pos + SYSFLAG_POSITION)[0])
+        p = pos + st.size
+        body_len = _I.unpack_from(buf, p - 4)[0]
+        if body_len < 0 or p + body_len + 3 > pos + total:
+            return -1
+        if check_crc and body_len > 0 and crc32_masked(buf[p:p + body_len]) != _I.unpack_from(buf, pos + 8)[0]:
+            return -1
+        p += body_len
+        if magic == MAGIC_CODE_V2:
+            p += 2 + ((buf[p] << 8) | buf[p + 1])
+        else:
+            p += 1 + buf[p]
+        if p + 2 > pos + total:
+            return -1
+        return total if p + 2 + ((buf[p] << 8) | buf[p + 1]) == pos + total else -1
+
+    def dispatch_info(self, buf, pos: int, check_crc: bool = True) -> tuple | int:
+        """The record at ``pos`` as the fields of a :class:`DispatchRequest` (a plain tuple in
+        that order, without ``success``); 0 for BLANK (end of file); -1 if invalid (bad magic,
+        CRC, sizes) -> end of valid data. Reads only the head fields dispatch uses, and the
+        tags code as CommitLog.checkMessageAndReturnSize computes it (``tags_code_of``)."""
+        n = len(buf)
+        if pos + 8 > n:
+            return -1
+        total, magic = _BLANK.unpack_from(buf, pos)
+        if magic == BLANK_MAGIC_CODE:
+            return 0
+        if (magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2) or total < 91 or pos + total > n:
+            return -1
+        end = pos + total
+        # one unpack for the usual IPv4 head (the sysFlag is read with it), again if it is IPv6
+        crc, queue_id, queue_offset, phy, sys_flag, store_ts, prepared, body_len = _DISPATCH_V4.unpack_from(buf, pos)
+        p = pos + _DISPATCH_V4.size
+        if sys_flag & _HOST_FLAGS:
+            st = _DISPATCH_HEADS[sys_flag & _HOST_FLAGS]
+            p = pos + st.size
+            if p + 3 > end:
+                return -1
+            crc, queue_id, queue_offset, phy, sys_flag, store_ts, prepared, body_len = st.unpack_from(buf, pos)
+        if body_len < 0 or p + body_len > end:
+            return -1
+        if check_crc and body_len > 0 and crc32_masked(buf[p:p + body_len]) != crc:
+            return -1
+        p += body_len
+        if magic == MAGIC_CODE_V2:
+            tlen = (buf[p] << 8) | buf[p + 1]
+            p += 2
+        else:
+            tlen = buf[p]
+            p += 1
+        if p + tlen + 2 > end:
+            return -1
+        topic_b = bytes(buf[p:p + tlen])
+        topic = _TOPICS.get(topic_b)
+        if topic is None:
+            topic = topic_b.decode("utf-8", "replace")  # Java's new String(bytes, UTF_8)
+            if len(_TOPICS) < 65536:
+                _TOPICS[topic_b] = topic
+        p += tlen
+        plen = (buf[p] << 8) | buf[p + 1]
+        p += 2
+        if p + plen != end:
+            return -1
+        if plen > 0:
+            props = decode_properties(str(buf[p:end], "utf-8", "replace"))
+            tags_code = tags_code_of(topic, props, store_ts, self.delay_level_table)
+            keys = props.get(_KEYS)
+            uniq = props.get(_UNIQ)
+        else:
+            props, tags_code, keys, uniq = {}, 0, None, None
+        return (topic, queue_id, phy, total, tags_code, store_ts, queue_offset, keys, uniq, sys_flag, prepared,
+                props)
+
+    def check_message_and_return_size(self, buf, pos: int, check_crc: bool = True) -> "DispatchRequest":
+        """Validate and summarize the record at ``pos`` (CommitLog.checkMessageAndReturnSize):
+        msg_size > 0 and success: a message; 0 and success: BLANK (end of file);
+        success False: invalid (bad magic, CRC, sizes) -> end of valid data."""
+        info = self.dispatch_info(buf, pos, check_crc)
+        if info == 0:
+            return DispatchRequest.blank()
+        if info == -1:
+            return DispatchRequest.invalid(-1)
+        return DispatchRequest(*info, True)
+
+
+@dataclass(slots=True)
+class DispatchRequest:
+    """What dispatching one record needs (DispatchRequest.java)."""
+
+    topic: str
+    queue_id: int
+    commit_log_offset: int
+    msg_size: int
+    tags_code: int
+    store_timestamp: int
+    consume_queue_offset: int
+    keys: str | None
+    uniq_key: str | None
+    sys_flag: int
+    prepared_transaction_offset: int
+    properties: dict[str, str]
+    success: bool
+
+    @staticmethod
+    def blank() -> "DispatchRequest":
+        return DispatchRequest("", 0, 0, 0, 0, 0, 0, None, None, 0, 0, {}, True)
+
+    @staticmethod
+    def invalid(size: int) -> "DispatchRequest":
+        return DispatchRequest("", 0, 0, size, 0, 0, 0, None, None, 0, 0, {}, False)

@@ -1,0 +1,444 @@
+"""RocketMQ's consume queue (``consumequeue/{topic}/{queueId}/{20-digit start offset}``).
+
+A consume queue is the per topic-queue list of (commit-log offset, size, tags code) that
+lets a pull find the n-th message of a queue without scanning the commit log. It is derived
+data: the dispatcher rebuilds it from the commit log, so recovery may truncate it freely.
+
+Unit layout (``store/.../ConsumeQueue.java``), big-endian, 20 bytes::
+
+    commitLogOffset i64 | size i32 | tagsCode i64
+
+Files hold ``mappedFileSizeConsumeQueue`` bytes (default 300,000 units = 6,000,000 B) and
+are named by the byte offset of their first unit. A queue whose first unit is not unit 0
+(e.g. rebuilt from a commit log whose first files have expired) starts with
+``(0, Integer.MAX_VALUE, 0)`` filler units up to the first real one (``fillPreBlank``);
+an unwritten tail is zeros.
+
+Interface used by the dispatcher (``ConsumeQueue.putMessagePositionInfo``)::
+
+    ConsumeQueue.put_message_position_info(offset: int, size: int, tags_code: int,
+                                           cq_offset: int) -> bool
+
+and by the rest of the store: ``load()``, ``recover()``, ``truncate_dirty_logic_files(phy)``,
+``correct_min_offset(phy_min)``, ``get_index_buffer(index) -> memoryview | None``,
+``get_unit(index)``, ``get_min_offset_in_queue()``, ``get_max_offset_in_queue()``,
+``get_last_offset()``, ``get_offset_in_queue_by_time(ts, pickup_store_timestamp, min_phy)``,
+``delete_expired_file(phy_min)``, ``flush(least_pages)``, ``close()``, ``destroy()``;
+``load_consume_queues(dir, size)`` opens a whole ``consumequeue/`` tree.
+
+``tags_code_of`` computes the tags code exactly as ``CommitLog.checkMessageAndReturnSize``
+does (TAGS ``String.hashCode``, or the delivery time in SCHEDULE_TOPIC_XXXX).
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, NamedTuple, Sequence
+
+from construct import Int32sb, Int64sb, Struct
+
+from store.layout import struct_of
+from store.mapped_file import MappedFileQueue
+from wire.message import MessageConst, java_string_hash
+
+CQ_UNIT = Struct(
+    "commitLogOffset" / Int64sb,
+    "size" / Int32sb,
+    "tagsCode" / Int64sb,
+)
+
+
+log = logging.getLogger("rmqd.store.consumequeue")
+
+_UNIT = struct_of(CQ_UNIT)
+CQ_STORE_UNIT_SIZE = _UNIT.size  # 20
+INT_MAX = 0x7FFFFFFF
+PRE_BLANK_UNIT = _UNIT.pack(0, INT_MAX, 0)
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
+
+
+_tags_hash = functools.lru_cache(maxsize=4096)(java_string_hash)  # tags repeat: hash each once
+
+
+def tags_code_of(topic: str, properties: Mapping[str, str], store_timestamp: int,
+                 delay_level_table: Mapping[int, int] | None = None) -> int:
+    """Tags code as ``CommitLog.checkMessageAndReturnSize`` computes it: TAGS'
+    ``String.hashCode``; in SCHEDULE_TOPIC_XXXX the delivery time (store time + the level's
+    delay, level capped at the highest, 1 s for an unknown level) instead.
+
+    ``delay_level_table`` maps level -> delay in ms
+    (``dict(enumerate(MessageStoreConfig.delay_levels_ms(), 1))``). A DELAY that is not a
+    number counts as no delay (RocketMQ would stop dispatching at such a record)."""
+    code = 0
+    tags = properties.get(MessageConst.PROPERTY_TAGS)
+    if tags:
+        code = _tags_hash(tags)
+    if topic == SCHEDULE_TOPIC:
+        t = properties.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL)
+        if t is not None:
+            try:
+                level = int(t)
+            except ValueError:
+                return code
+            table = delay_level_table or {}
+            max_level = max(table, default=0)
+            if level > max_level:
+                level = max_level
+            if level > 0:
+                delay = table.get(level)
+                code = store_timestamp + (delay if delay is not None else 1000)
+    return code
+
+
+class CqUnit(NamedTuple):
+    file: str
+    file_pos: int
+    logical_offset: int
+    commit_log_offset: int
+    size: int
+    tags_code: int
+
+
+
+class ConsumeQueue:
+    """One topic-queue's consume queue (``ConsumeQueue``) over a MappedFileQueue.
+
+    Offsets are in units unless named ``*_logic_offset`` (bytes)."""
+
+    def __init__(self, topic: str, queue_id: int, store_path: str | os.PathLike,
+                 mapped_file_size: int = 300_000 * CQ_STORE_UNIT_SIZE) -> None:
+        if mapped_file_size % CQ_STORE_UNIT_SIZE:
+            raise ValueError(f"mappedFileSizeConsumeQueue {mapped_file_size} is not a multiple of 20")
+        self.topic = topic
+        self.queue_id = queue_id
+        self.store_path = Path(store_path)
+        self.queue_dir = self.store_path / topic / str(queue_id)
+        self.mapped_file_size = mapped_file_size
+        self.mapped_file_queue = MappedFileQueue(self.queue_dir, mapped_file_size)
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+
+    @property
+    def files(self) -> list:
+        return self.mapped_file_queue.mapped_files
+
+    # -- load / recover ---------------------------------------------------------------------
+    def load(self) -> bool:
+        """Map every file; a wrong size or foreign name raises :class:`StoreFileError`."""
+        self.mapped_file_queue.load()
+        return True
+
+    def recover(self) -> None:
+        """``ConsumeQueue.recover``: from the third-last file, find the end of valid units
+        and truncate everything after it."""
+        files = self.files
+        if not files:
+            return
+        index = max(len(files) - 3, 0)
+        mf = files[index]
+        while True:
+            file_offset = 0
+            for i, (offset, size, _tags) in enumerate(_UNIT.iter_unpack(mf.mm)):
+                if offset >= 0 and size > 0:
+                    file_offset = (i + 1) * CQ_STORE_UNIT_SIZE
+                    self.max_physic_offset = offset + size
+                else:
+                    break
+            if file_offset == self.mapped_file_size and index + 1 < len(files):
+                index += 1
+                mf = files[index]
+            else:
+                break
+        process_offset = mf.file_from_offset + file_offset
+        mfq = self.mapped_file_queue
+        mfq.flushed_where = mfq.committed_where = process_offset
+        mfq.truncate_dirty_files(process_offset)
+
+    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        """``ConsumeQueue.truncateDirtyLogicFiles``: drop units pointing at or beyond
+        ``phy_offset`` (the recovered end of the commit log). Cut units are zeroed so a
+        later recovery cannot bring them back."""
+        self.max_physic_offset = phy_offset
+        mfq = self.mapped_file_queue
+        while True:
+            mf = mfq.get_last_mapped_file()
+            if mf is None:
+                return
+            mf.wrote_position = mf.flushed_position = 0
+            for i, (offset, size, _tags) in enumerate(_UNIT.iter_unpack(mf.mm)):
+                pos = i * CQ_STORE_UNIT_SIZE
+                if i == 0:
+                    if offset >= phy_offset:
+                        mfq.delete_last_mapped_file()
+                        break
+                elif not (offset >= 0 and size > 0) or offset >= phy_offset:
+                    self._zero_tail(mf, pos)
+                    return
+                mf.wrote_position = mf.flushed_position = pos + CQ_STORE_UNIT_SIZE
+                self.max_physic_offset = offset + size
+                if mf.wrote_position == self.mapped_file_size:
+                    return
+            else:
+                return
+
+    @staticmethod
+    def _zero_tail(mf, pos: int) -> None:
+        zero = bytes(CQ_STORE_UNIT_SIZE)
+        end = pos
+        while end < mf.file_size and mf.mm[end:end + CQ_STORE_UNIT_SIZE] != zero:
+            end += CQ_STORE_UNIT_SIZE
+        if end > pos:
+            mf.write_at(pos, bytes(end - pos))
+
+    # -- write ------------------------------------------------------------------------------
+    def put_message_position_info(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """Append one unit for queue offset ``cq_offset`` (``putMessagePositionInfo``).
+
+        Idempotent for replays: a unit at or below what is already written returns True
+        without writing, which is what lets recovery re-dispatch from a checkpoint."""
+        if offset + size <= self.max_physic_offset:
+            return True
+        expect = cq_offset * CQ_STORE_UNIT_SIZE
+        mfq = self.mapped_file_queue
+        mf = mfq.get_last_mapped_file(expect)
+        if mf is None:
+            return False
+        if mf.first_create_in_queue and cq_offset != 0 and mf.wrote_position == 0:
+            self.min_logic_offset = expect
+            mfq.flushed_where = mfq.committed_where = expect
+            self._fill_pre_blank(mf, expect)
+        if cq_offset != 0:
+            current = mf.wrote_position + mf.file_from_offset
+            if expect < current:
+                return True  # built already (a replay)
+            if expect != current:
+                # RocketMQ logs "[BUG]logic queue order maybe wrong" and appends anyway
+                log.error("consume queue %s-%d: unit for queue offset %d written at queue offset %d",
+                          self.topic, self.queue_id, cq_offset, current // CQ_STORE_UNIT_SIZE)
+        self.max_physic_offset = offset + size
+        return mf.append_message(_UNIT.pack(offset, size, tags_code))
+
+    def put_units(self, units: Sequence[tuple[int, int, int, int]]) -> None:
+        """:meth:`put_message_position_info` for many (offset, size, tags code, queue offset)
+        units in queue order."""
+        self.put_requests([(0, 0, o, s, t, 0, q) for o, s, t, q in units])
+
+    def put_requests(self, requests: Sequence[Sequence]) -> None:
+        """:meth:`put_message_position_info` for many records of this queue in queue order,
+        each a DispatchRequest-ordered tuple (commit-log offset [2], size [3], tags code [4],
+        queue offset [6]): runs that continue the last file are packed straight into the mmap
+        and published with one position update; anything else (a new file, a replay, a gap)
+        takes the careful one-unit path."""
+        units = requests
+        mfq = self.mapped_file_queue
+        pack_into = _UNIT.pack_into
+        i, n = 0, len(units)
+        while i < n:
+            mf = mfq.get_last_mapped_file()
+            j = i
+            if mf is not None and 0 < mf.wrote_position < mf.file_size:
+                wp, base, size_limit, mm = mf.wrote_position, mf.file_from_offset, mf.file_size, mf.mm
+                max_phy = self.max_physic_offset
+                while j < n and wp < size_limit:
+                    r = units[j]
+                    offset, size, tags_code, cq_offset = r[2], r[3], r[4], r[6]
+                    if offset + size <= max_phy or cq_offset * CQ_STORE_UNIT_SIZE != base + wp:
+                        break
+                    pack_into(mm, wp, offset, size, tags_code)
+                    wp += CQ_STORE_UNIT_SIZE
+                    max_phy = offset + size
+                    j += 1
+                if j > i:
+                    self.max_physic_offset = max_phy
+                    mf.wrote_position = wp  # publish after the bytes
+            if j == i:
+                r = units[i]
+                self.put_message_position_info(r[2], r[3], r[4], r[6])
+                j = i + 1
+            i = j
+
+    def _fill_pre_blank(self, mf, until_where: int) -> None:
+        until = until_where % self.mapped_file_size
+        mf.write_at(0, PRE_BLANK_UNIT * (until // CQ_STORE_UNIT_SIZE))
+        mf.wrote_position = until
+
+    # -- read -------------------------------------------------------------------------------
+    def get_index_buffer(self, start_index: int) -> memoryview | None:
+        """Units from queue offset ``start_index`` to the end of the written part of its
+        file (``getIndexBuffer``); None below the min offset or past the end."""
+        offset = start_index * CQ_STORE_UNIT_SIZE
+        if offset < self.min_logic_offset:
+            return None
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset % self.mapped_file_size
+        if pos >= mf.wrote_position:
+            return None
+        return mf.select_mapped_buffer(pos)
+
+    def get_unit(self, index: int) -> tuple[int, int, int] | None:
+        """(commitLogOffset, size, tagsCode) of queue offset ``index``, or None."""
+        offset = index * CQ_STORE_UNIT_SIZE
+        if offset < self.min_logic_offset:
+            return None
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        pos = offset % self.mapped_file_size
+        if mf is None or pos >= mf.wrote_position:
+            return None
+        return _UNIT.unpack_from(mf.mm, pos)
+
+    @staticmethod
+    def iter_buffer(buf: memoryview | bytes) -> Iterator[tuple[int, int, int]]:
+        """Decode a buffer returned by :meth:`get_index_buffer`."""
+        return _UNIT.iter_unpack(buf[:len(buf) - len(buf) % CQ_STORE_UNIT_SIZE])
+
+    def iter_units(self, include_blank: bool = False) -> Iterator[CqUnit]:
+        """Every written unit of every file; pre-blank units only if asked."""
+        for mf in self.files:
+            for u in iter_unit_bytes(mf.mm[:mf.wrote_position], mf.file_name, mf.file_from_offset):
+                if include_blank or not is_pre_blank(u):
+                    yield u
+
+    def get_min_offset_in_queue(self) -> int:
+        return self.min_logic_offset // CQ_STORE_UNIT_SIZE
+
+    def get_max_offset_in_queue(self) -> int:
+        return self.mapped_file_queue.get_max_offset() // CQ_STORE_UNIT_SIZE
+
+    def get_message_total_in_queue(self) -> int:
+        return self.get_max_offset_in_queue() - self.get_min_offset_in_queue()
+
+    def get_last_offset(self) -> int:
+        """Commit-log end (offset + size) of the last unit, -1 if none (``getLastOffset``)."""
+        mf = self.mapped_file_queue.get_last_mapped_file()
+        if mf is None:
+            return -1
+        last = -1
+        w = mf.wrote_position
+        for offset, size, _ in _UNIT.iter_unpack(mf.mm[max(w - CQ_STORE_UNIT_SIZE, 0):w]):
+            if offset >= 0 and size > 0:
+                last = offset + size
+        return last
+
+    def roll_next_file(self, index: int) -> int:
+        units = self.mapped_file_size // CQ_STORE_UNIT_SIZE
+        return index + units - index % units
+
+    def get_offset_in_queue_by_time(self, timestamp: int,
+                                    pickup_store_timestamp: Callable[[int, int], int],
+                                    min_phy_offset: int = 0) -> int:
+        """``getOffsetInQueueByTime``: pick the file by modification time, then binary
+        search its units by the store time read back from the commit log
+        (``pickup_store_timestamp(phy_offset, size)``, negative when unreadable)."""
+        files = self.files
+        if not files:
+            return 0
+        mf = next((x for x in files if x.get_last_modified_timestamp() >= timestamp), files[-1])
+        low = max(self.min_logic_offset - mf.file_from_offset, 0)
+        high = mf.wrote_position - CQ_STORE_UNIT_SIZE
+        target = left = right = -1
+        left_val = right_val = -1
+        while high >= low:
+            mid = (low + high) // (2 * CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
+            phy, size, _ = _UNIT.unpack_from(mf.mm, mid)
+            if phy < min_phy_offset:
+                low = mid + CQ_STORE_UNIT_SIZE
+                left = mid
+                continue
+            st = pickup_store_timestamp(phy, size)
+            if st < 0:
+                return 0
+            if st == timestamp:
+                target = mid
+                break
+            if st > timestamp:
+                high = mid - CQ_STORE_UNIT_SIZE
+                right, right_val = mid, st
+            else:
+                low = mid + CQ_STORE_UNIT_SIZE
+                left, left_val = mid, st
+        if target != -1:
+            offset = target
+        elif left_val == -1:
+            offset = right
+        elif right_val == -1:
+            offset = left
+        else:
+            offset = right if abs(timestamp - left_val) > abs(timestamp - right_val) else left
+        return (mf.file_from_offset + offset) // CQ_STORE_UNIT_SIZE
+
+    # -- expiry -----------------------------------------------------------------------------
+    def correct_min_offset(self, phy_min_offset: int) -> None:
+        """``correctMinOffset``: the first unit still pointing into the commit log."""
+        mf = self.mapped_file_queue.get_first_mapped_file()
+        if mf is None:
+            return
+        for i, (offset, _size, _tags) in enumerate(_UNIT.iter_unpack(mf.mm[:mf.wrote_position])):
+            if offset >= phy_min_offset:
+                self.min_logic_offset = mf.file_from_offset + i * CQ_STORE_UNIT_SIZE
+                return
+
+    def delete_expired_file(self, phy_min_offset: int) -> int:
+        """``deleteExpiredFile``: remove leading files whose last unit points below the
+        commit log's min offset; never the last file. Returns how many were removed."""
+        n = self.mapped_file_queue.delete_expired_file_by_offset(phy_min_offset, CQ_STORE_UNIT_SIZE)
+        self.correct_min_offset(phy_min_offset)
+        return n
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def flush(self, flush_least_pages: int = 0) -> bool:
+        """Flush like ``MappedFileQueue.flush`` (True when nothing new was flushed); with
+        0 pages, every written file is flushed (shutdown)."""
+        if flush_least_pages == 0:
+            for mf in self.files:
+                mf.flush(0)
+            self.mapped_file_queue.flushed_where = self.mapped_file_queue.get_max_offset()
+            return True
+        return self.mapped_file_queue.flush(flush_least_pages)
+
+    def close(self) -> None:
+        self.mapped_file_queue.shutdown()
+
+    def destroy(self) -> None:
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+        self.mapped_file_queue.destroy()
+        try:
+            self.queue_dir.parent.rmdir()  # the topic directory, once its last queue is gone
+        except OSError:
+            pass
+
+
+def is_pre_blank(u: CqUnit) -> bool:
+    return u.commit_log_offset == 0 and u.size == INT_MAX and u.tags_code == 0
+
+
+def iter_unit_bytes(data: bytes | memoryview, file_name: str, file_from_offset: int) -> Iterator[CqUnit]:
+    """Decode raw consume-queue file bytes (whole units only) into :class:`CqUnit`s."""
+    n = len(data) - len(data) % CQ_STORE_UNIT_SIZE
+    for i, (offset, size, tags) in enumerate(_UNIT.iter_unpack(data[:n])):
+        pos = i * CQ_STORE_UNIT_SIZE
+        yield CqUnit(file_name, pos, (file_from_offset + pos) // CQ_STORE_UNIT_SIZE, offset, size, tags)
+
+
+def load_consume_queues(consumequeue_dir: str | os.PathLike,
+                        mapped_file_size: int = 300_000 * CQ_STORE_UNIT_SIZE) -> dict[tuple[str, int], ConsumeQueue]:
+    """Open every ``{topic}/{queueId}`` directory (``DefaultMessageStore.loadConsumeQueue``);
+    non-numeric queue directories are skipped as RocketMQ does. Call ``recover()`` next."""
+    root = Path(consumequeue_dir)
+    out: dict[tuple[str, int], ConsumeQueue] = {}
+    if not root.is_dir():
+        return out
+    for topic_dir in sorted(root.iterdir()):
+        if not topic_dir.is_dir():
+            continue
+        for qdir in sorted(topic_dir.iterdir()):
+            if not qdir.is_dir() or not qdir.name.lstrip("-").isdigit():
+                continue
+            cq = ConsumeQueue(topic_dir.name, int(qdir.name), root, mapped_file_size)
+            cq.load()
+            out[(topic_dir.name, int(qdir.name))] = cq
+    return out

@@ -1,0 +1,22 @@
+"""The store's error types, in a module of their own so every store module can import them
+without import-order cycles (mapped_file, consumequeue, indexfile, checkpoint, ...)."""
+
+from __future__ import annotations
+
+
+class StoreFileError(ValueError):
+    """A store file that is not what RocketMQ would have written: names file and offset
+    (``"file:offset: reason"``), so an operator can find it."""
+
+    def __init__(self, file: str, offset: int, reason: str) -> None:
+        super().__init__(f"{file}:{offset}: {reason}")
+        self.file = file
+        self.offset = offset
+        self.reason = reason
+
+
+class StoreLockError(RuntimeError):
+    """Another process holds the store's ``lock`` file."""
+
+
+__all__ = ["StoreFileError", "StoreLockError"]

@@ -1,0 +1,502 @@
+"""MappedFile / MappedFileQueue: RocketMQ's fixed-size memory-mapped files.
+
+Every file of a queue (commit log, one consume queue) has the same preallocated size and is
+named by the 20-digit zero-padded offset of its first byte (UtilAll.offset2FileName). Writers
+copy bytes straight into the mmap; readers get memoryviews of it (zero-copy pull responses);
+flushing is fdatasync of the file (MappedByteBuffer.force in RocketMQ), see :func:`sync_file`.
+
+A file whose size differs from the configured size, or whose name is not an offset, is refused
+with a StoreFileError naming the file: serving it would mis-address every record after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+from store.errors import StoreFileError
+
+log = logging.getLogger("rmqd.store")
+
+OS_PAGE_SIZE = 4096
+TEMP_SUFFIX = ".creating"  # a file being created (see create_file_atomically)
+DELETE_FILES_BATCH_MAX = 10
+WARM_AHEAD = 8 << 20  # bytes of a commit-log file mapped ahead of the writer
+MADV_POPULATE_READ = 22  # Linux 5.14+ (not yet a constant in Python 3.11's mmap module)
+_WARM_ADVICE = MADV_POPULATE_READ
+
+
+def offset_to_file_name(offset: int) -> str:
+    """UtilAll.offset2FileName."""
+    return f"{offset:020d}"
+
+
+def create_file_atomically(path: str, size: int, allocate: bool = False,
+                           prepare: Callable[[mmap.mmap], None] | None = None, sync_dir: bool = False) -> mmap.mmap:
+    """Create ``path`` at its full ``size`` and return it mapped: the file is sized (and
+    ``prepare``-d, e.g. a header written) under a temporary name and then renamed, so a crash
+    at any point leaves either no file or a complete one - never a 0-byte or short file that
+    the next start would refuse. Leftover temporaries are removed by
+    :func:`remove_temp_files`. With ``sync_dir`` the directory is fsynced so the new name
+    survives power loss (the commit log; derived files are rebuilt from it instead)."""
+    tmp = path + TEMP_SUFFIX
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, size)
+        if allocate:
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except OSError:  # pragma: no cover - file systems without fallocate stay sparse
+                pass
+        mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        try:
+            if prepare is not None:
+                prepare(mm)
+            os.rename(tmp, path)
+        except BaseException:
+            mm.close()
+            raise
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    finally:
+        os.close(fd)
+    if sync_dir:
+        _fsync_dir(os.path.dirname(path) or ".")
+    return mm
+
+
+def sync_file(path: str) -> bool:
+    """fdatasync ``path``: writes back every page dirtied through a mapping of it and -
+    unlike ``mmap.flush`` (msync), which holds the GIL in CPython 3.11 - lets other threads
+    run meanwhile, so appends go on while the disk works. A commit-log file is dirty only up
+    to its write position (warmed pages are clean), so this costs what an msync of the range
+    would. False if the file is gone (deleted by expiry)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        os.fdatasync(fd)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def _fsync_dir(d: str) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:  # pragma: no cover
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some file systems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
+def remove_temp_files(d: Path) -> list[str]:
+    """Delete what a crash inside :func:`create_file_atomically` left in ``d``; returns the
+    names removed (the file never existed under its real name, so nothing is lost)."""
+    gone = []
+    for p in d.iterdir():
+        if p.name.endswith(TEMP_SUFFIX) and p.is_file():
+            log.warning("%s: unfinished file creation left by a crash, removed", p)
+            p.unlink()
+            gone.append(p.name)
+    return gone
+
+
+class MappedFile:
+    """One preallocated file mapped in memory.
+
+    Positions are plain ints updated by the single writer (under the owner's lock) and read by
+    flush/dispatch threads; an int assignment is atomic under the GIL, and the writer publishes
+    the bytes before it publishes the new position.
+    """
+
+    __slots__ = ("path", "file_name", "file_size", "file_from_offset", "mm", "wrote_position",
+                 "flushed_position", "store_timestamp", "first_create_in_queue", "_available",
+                 "warmed_position", "__weakref__")
+
+    def __init__(self, path: str | os.PathLike, file_size: int, *, create: bool = True, sync_dir: bool = False):
+        self.path = str(path)
+        self.file_name = os.path.basename(self.path)
+        if len(self.file_name) != 20 or not self.file_name.isdigit():
+            raise StoreFileError(self.path, 0, "file name is not a 20-digit start offset")
+        self.file_size = file_size
+        self.file_from_offset = int(self.file_name)
+        if create and not os.path.exists(self.path):
+            # real blocks up front: appends then never page-fault into a sparse hole
+            self.mm = create_file_atomically(self.path, file_size, allocate=True, sync_dir=sync_dir)
+        else:
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                size = os.fstat(fd).st_size
+                if size != file_size:
+                    raise StoreFileError(self.path, 0, f"file size {size} does not match the configured size "
+                                                       f"{file_size}")
+                self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            finally:
+                os.close(fd)
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self.store_timestamp = 0
+        self.first_create_in_queue = False
+        self._available = True
+        self.warmed_position = 0
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.file_name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
+
+    # ---- state -------------------------------------------------------------------------------
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    def is_available(self) -> bool:
+        return self._available
+
+    @property
+    def read_position(self) -> int:
+        return self.wrote_position
+
+    def get_last_modified_timestamp(self) -> int:
+        try:
+            return int(os.path.getmtime(self.path) * 1000)
+        except OSError:
+            return 0
+
+    # ---- writing ----------------------------------------------------------------------------
+    def append_message(self, data: bytes | memoryview) -> bool:
+        """Append raw bytes (consume queue units, index-free files); False if they don't fit."""
+        pos = self.wrote_position
+        n = len(data)
+        if pos + n > self.file_size:
+            return False
+        self.mm[pos:pos + n] = data
+        self.wrote_position = pos + n
+        return True
+
+    def warm_ahead(self, pos: int) -> None:
+        """Map the next WARM_AHEAD bytes after ``pos`` before the writer gets there (madvise
+        MADV_POPULATE_READ: page-cache pages mapped read-only, nothing dirtied, so no extra
+        disk writes): the first write to a page of a preallocated file otherwise takes a full
+        page fault, which costs more than the append itself. Called by the single writer
+        under its lock; cheap when the window is already ahead."""
+        warmed = self.warmed_position
+        if pos + WARM_AHEAD // 2 < warmed or warmed >= self.file_size:
+            return
+        start = max(warmed, pos - pos % OS_PAGE_SIZE)
+        length = min(WARM_AHEAD, self.file_size - start)
+        self.warmed_position = start + length
+        global _WARM_ADVICE
+        try:
+            self.mm.madvise(_WARM_ADVICE, start, length)
+        except OSError:
+            if _WARM_ADVICE == MADV_POPULATE_READ:  # kernel before 5.14: read-ahead only
+                _WARM_ADVICE = getattr(mmap, "MADV_WILLNEED", MADV_POPULATE_READ)
+        except (ValueError, AttributeError):  # pragma: no cover - closed mapping; advice only
+            pass
+
+    def write_at(self, pos: int, data: bytes | memoryview) -> None:
+        self.mm[pos:pos + len(data)] = data
+
+    # ---- flushing ---------------------------------------------------------------------------
+    def is_able_to_flush(self, least_pages: int) -> bool:
+        flush = self.flushed_position
+        write = self.wrote_position
+        if self.is_full():
+            return flush < write
+        if least_pages > 0:
+            return (write // OS_PAGE_SIZE - flush // OS_PAGE_SIZE) >= least_pages
+        return write > flush
+
+    def flush(self, least_pages: int = 0) -> int:
+        """Make the written bytes durable if at least ``least_pages`` pages are dirty; returns
+        the flushed position. The position is read once, so concurrent appends beyond it are
+        simply covered by the next flush."""
+        if self.is_able_to_flush(least_pages) and self._available:
+            write = self.wrote_position
+            if write > (self.flushed_position // OS_PAGE_SIZE) * OS_PAGE_SIZE and not sync_file(self.path):
+                return self.flushed_position
+            self.flushed_position = write
+        return self.flushed_position
+
+    # ---- reading ----------------------------------------------------------------------------
+    def select_mapped_buffer(self, pos: int, size: int | None = None) -> memoryview | None:
+        """A view of [pos, pos+size) (or to the read position) if it is fully written."""
+        read = self.wrote_position
+        if size is None:
+            size = read - pos
+        if pos < 0 or size < 0 or pos + size > read or not self._available:
+            return None
+        return memoryview(self.mm)[pos:pos + size]
+
+    def view(self) -> memoryview:
+        """The whole mapping (recovery and tools walk it regardless of positions)."""
+        return memoryview(self.mm)
+
+    # ---- lifecycle --------------------------------------------------------------------------
+    def close(self) -> None:
+        self._available = False
+        try:
+            self.mm.close()
+        except BufferError:
+            pass  # readers still hold views; the mapping goes away with the last one
+
+    def destroy(self) -> bool:
+        """Unmap and delete the file (readers holding views keep a valid mapping until done)."""
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        return True
+
+
+class MappedFileQueue:
+    """The ordered files of one queue directory (MappedFileQueue.java)."""
+
+    def __init__(self, store_path: str | os.PathLike, mapped_file_size: int, durable_names: bool = False):
+        """``durable_names``: fsync the directory after creating a file (the commit log, whose
+        acknowledged data must not lose its file name in a power cut)."""
+        self.store_path = str(store_path)
+        self.mapped_file_size = mapped_file_size
+        self.durable_names = durable_names
+        self.mapped_files: list[MappedFile] = []
+        self.flushed_where = 0
+        self.committed_where = 0
+        self.store_timestamp = 0
+        self._lock = threading.RLock()
+
+    # ---- loading ----------------------------------------------------------------------------
+    def load(self) -> None:
+        """Map every file in name order, all marked full (recovery sets the real end).
+        Raises StoreFileError for a file of the wrong size or a foreign name."""
+        d = Path(self.store_path)
+        if not d.is_dir():
+            return
+        remove_temp_files(d)
+        names = sorted(p.name for p in d.iterdir() if p.is_file())
+        files = []
+        try:
+            for name in names:
+                path = d / name
+                size = path.stat().st_size
+                if len(name) != 20 or not name.isdigit():
+                    raise StoreFileError(str(path), 0, "unexpected file in a mapped-file directory (name is not a 20-digit offset)")
+                if size != self.mapped_file_size:
+                    raise StoreFileError(str(path), 0, f"file size {size} does not match the configured size "
+                                               f"{self.mapped_file_size}")
+                if int(name) % self.mapped_file_size != 0:
+                    raise StoreFileError(str(path), 0, f"start offset {int(name)} is not a multiple of the file size "
+                                               f"{self.mapped_file_size}")
+                if files and int(name) != files[-1].file_from_offset + self.mapped_file_size:
+                    raise StoreFileError(str(path), 0, f"gap: previous file {files[-1].file_name} does not end at {name}")
+                mf = MappedFile(path, self.mapped_file_size, create=False)
+                mf.wrote_position = mf.flushed_position = self.mapped_file_size
+                files.append(mf)
+        except BaseException:
+            for mf in files:
+                mf.close()
+            raise
+        with self._lock:
+            self.mapped_files = files
+
+    def check_self(self) -> list[str]:
+        """Adjacent files must be exactly one file size apart (MappedFileQueue.checkSelf)."""
+        problems = []
+        for a, b in zip(self.mapped_files, self.mapped_files[1:]):
+            if b.file_from_offset - a.file_from_offset != self.mapped_file_size:
+                problems.append(f"{a.file_name} -> {b.file_name}: offsets are not contiguous")
+        return problems
+
+    # ---- access -----------------------------------------------------------------------------
+    def get_first_mapped_file(self) -> MappedFile | None:
+        files = self.mapped_files
+        return files[0] if files else None
+
+    def get_last_mapped_file(self, start_offset: int | None = None, need_create: bool = True) -> MappedFile | None:
+        """Without ``start_offset``: the last file or None. With it: the last file, or a new one
+        when there is none (created at start_offset rounded down) or the last one is full."""
+        files = self.mapped_files
+        last = files[-1] if files else None
+        if start_offset is None:
+            return last
+        create_offset = -1
+        if last is None:
+            create_offset = start_offset - (start_offset % self.mapped_file_size)
+        elif last.is_full():
+            create_offset = last.file_from_offset + self.mapped_file_size
+        if create_offset != -1 and need_create:
+            return self._create(create_offset)
+        return last
+
+    def _create(self, offset: int) -> MappedFile:
+        os.makedirs(self.store_path, exist_ok=True)
+        mf = MappedFile(os.path.join(self.store_path, offset_to_file_name(offset)), self.mapped_file_size,
+                        sync_dir=self.durable_names)
+        with self._lock:
+            if not self.mapped_files:
+                mf.first_create_in_queue = True
+            self.mapped_files = self.mapped_files + [mf]
+        return mf
+
+    def find_mapped_file_by_offset(self, offset: int, return_first_on_not_found: bool = False) -> MappedFile | None:
+        files = self.mapped_files  # a snapshot: the list is replaced, never mutated in place
+        if not files:
+            return None
+        first = files[0]
+        size = self.mapped_file_size
+        if first.file_from_offset <= offset < files[-1].file_from_offset + size:
+            idx = offset // size - first.file_from_offset // size
+            if 0 <= idx < len(files):
+                mf = files[idx]
+                if mf.file_from_offset <= offset < mf.file_from_offset + size:
+                    return mf
+            for mf in files:
+                if mf.file_from_offset <= offset < mf.file_from_offset + size:
+                    return mf
+        return first if return_first_on_not_found else None
+
+    def get_min_offset(self) -> int:
+        files = self.mapped_files
+        return files[0].file_from_offset if files else -1
+
+    def get_max_offset(self) -> int:
+        files = self.mapped_files
+        return files[-1].file_from_offset + files[-1].read_position if files else 0
+
+    def get_max_wrote_position(self) -> int:
+        return self.get_max_offset()
+
+    def remain_how_many_data_to_flush(self) -> int:
+        return self.get_max_offset() - self.flushed_where
+
+    def get_mapped_memory_size(self) -> int:
+        return len(self.mapped_files) * self.mapped_file_size
+
+    # ---- flush ------------------------------------------------------------------------------
+    def flush(self, least_pages: int = 0) -> bool:
+        """Flush the file holding flushed_where; True if nothing new was flushed."""
+        mf = self.find_mapped_file_by_offset(self.flushed_where, self.flushed_where == 0)
+        if mf is None:
+            return True
+        ts = mf.store_timestamp
+        where = mf.file_from_offset + mf.flush(least_pages)
+        unchanged = where == self.flushed_where
+        self.flushed_where = where
+        if least_pages == 0:
+            self.store_timestamp = ts
+        return unchanged
+
+    # ---- truncation / deletion -------------------------------------------------------------
+    def truncate_dirty_files(self, offset: int) -> None:
+        """Set the end of data to ``offset``: zero nothing, but forget everything after it and
+        delete files that start beyond it (MappedFileQueue.truncateDirtyFiles)."""
+        keep, remove = [], []
+        for mf in self.mapped_files:
+            tail = mf.file_from_offset + self.mapped_file_size
+            if tail > offset:
+                if offset >= mf.file_from_offset:
+                    pos = offset % self.mapped_file_size
+                    mf.wrote_position = mf.flushed_position = pos
+                    keep.append(mf)
+                else:
+                    mf.destroy()
+                    remove.append(mf)
+            else:
+                keep.append(mf)
+        with self._lock:
+            self.mapped_files = keep
+
+    def delete_last_mapped_file(self) -> None:
+        last = self.get_last_mapped_file()
+        if last is not None:
+            last.destroy()
+            with self._lock:
+                self.mapped_files = [m for m in self.mapped_files if m is not last]
+
+    def reset_offset(self, offset: int) -> bool:
+        last = self.get_last_mapped_file()
+        if last is not None and last.file_from_offset + last.wrote_position - offset > 2 * self.mapped_file_size:
+            return False
+        files = list(self.mapped_files)
+        while files:
+            mf = files[-1]
+            if offset >= mf.file_from_offset:
+                where = offset % self.mapped_file_size
+                mf.wrote_position = mf.flushed_position = where
+                break
+            files.pop()
+        with self._lock:
+            self.mapped_files = files
+        return True
+
+    def delete_expired_file_by_time(self, expired_time_ms: int, delete_files_interval_ms: int = 0,
+                                    clean_immediately: bool = False, now_ms: int | None = None) -> int:
+        """Delete leading files (never the last one, the file in use) older than
+        ``expired_time_ms`` by mtime, at most DELETE_FILES_BATCH_MAX per call."""
+        files = list(self.mapped_files)
+        deleted: list[MappedFile] = []
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        for i, mf in enumerate(files[:-1]):
+            if now_ms >= mf.get_last_modified_timestamp() + expired_time_ms or clean_immediately:
+                mf.destroy()
+                deleted.append(mf)
+                if len(deleted) >= DELETE_FILES_BATCH_MAX:
+                    break
+                if delete_files_interval_ms > 0 and i + 1 < len(files) - 1:
+                    time.sleep(delete_files_interval_ms / 1000)
+            else:
+                break
+        self._forget(deleted)
+        return len(deleted)
+
+    def delete_expired_file_by_offset(self, offset: int, unit_size: int) -> int:
+        """For consume queues: delete leading files whose last unit points below ``offset``
+        (the commit log's min offset). Never the last file."""
+        files = list(self.mapped_files)
+        deleted: list[MappedFile] = []
+        for mf in files[:-1]:
+            pos = self.mapped_file_size - unit_size
+            max_phy = int.from_bytes(mf.mm[pos:pos + 8], "big", signed=True) if mf.is_available() else -1
+            if max_phy < offset:
+                mf.destroy()
+                deleted.append(mf)
+            else:
+                break
+        self._forget(deleted)
+        return len(deleted)
+
+    def _forget(self, gone: Iterable[MappedFile]) -> None:
+        ids = {id(m) for m in gone}
+        if ids:
+            with self._lock:
+                self.mapped_files = [m for m in self.mapped_files if id(m) not in ids]
+
+    def shutdown(self) -> None:
+        for mf in self.mapped_files:
+            mf.close()
+
+    def destroy(self) -> None:
+        for mf in self.mapped_files:
+            mf.destroy()
+        with self._lock:
+            self.mapped_files = []
+        self.flushed_where = 0
+        try:
+            os.rmdir(self.store_path)
+        except OSError:
+            pass

@@ -1,0 +1,597 @@
+"""DefaultMessageStore: the store facade the broker's processors use.
+
+Owns the commit log, consume queues, index, checkpoint, flush and dispatch threads, and the
+``lock`` / ``abort`` files. Plain blocking calls (no trio here); durability waits are either a
+callback from the flush thread (``add_flush_listener``) or a blocking ``wait_for_flush``.
+"""
+
+from __future__ import annotations
+
+import enum
+import fcntl
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from store.checkpoint import StoreCheckpoint
+from store.commitlog import (
+    CommitLog, DispatchRequest, MessageExtBatch, MessageExtBrokerInner, PutMessageResult, PutMessageStatus,
+)
+from store.config import SLAVE, MessageStoreConfig
+from store.consumequeue import CQ_STORE_UNIT_SIZE, ConsumeQueue, load_consume_queues
+from store.dispatch import ArrivalListener, Dispatcher, ReputMessageService
+from store.expiry import CLEAN_INITIAL_DELAY_MS, CleanService, disk_partition_space_used_percent
+from store.flush import FlushCallback, FlushService
+from store.indexfile import IndexService
+from store.errors import StoreFileError, StoreLockError
+from store.recovery import RecoveryReport, recover_abnormally, recover_normally
+from wire.message import SYSFLAG_POSITION, MessageRecord, decode_record, store_timestamp_position
+
+log = logging.getLogger("rmqd.store")
+
+try:
+    TOTAL_PHYSICAL_MEMORY_SIZE = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+    TOTAL_PHYSICAL_MEMORY_SIZE = 24 * 1024 ** 3
+
+
+class GetMessageStatus(enum.Enum):
+    FOUND = 0
+    NO_MATCHED_MESSAGE = 1
+    MESSAGE_WAS_REMOVING = 2
+    OFFSET_FOUND_NULL = 3
+    OFFSET_OVERFLOW_BADLY = 4
+    OFFSET_OVERFLOW_ONE = 5
+    OFFSET_TOO_SMALL = 6
+    NO_MATCHED_LOGIC_QUEUE = 7
+    NO_MESSAGE_IN_QUEUE = 8
+
+
+@dataclass(slots=True)
+class GetMessageResult:
+    status: GetMessageStatus = GetMessageStatus.NO_MESSAGE_IN_QUEUE
+    next_begin_offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+    message_buffers: list[memoryview] = field(default_factory=list)
+    message_queue_offsets: list[int] = field(default_factory=list)
+    buffer_total_size: int = 0
+    suggest_pulling_from_slave: bool = False
+
+    @property
+    def msg_count(self) -> int:
+        return len(self.message_buffers)
+
+
+@dataclass(slots=True)
+class QueryMessageResult:
+    message_buffers: list[memoryview] = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phyoffset: int = 0
+    buffer_total_size: int = 0
+
+
+class TagsMessageFilter:
+    """The consume-queue side of ExpressionMessageFilter for TAG subscriptions:
+    ``tags_codes`` None means "*" (everything)."""
+
+    def __init__(self, tags_codes: Iterable[int] | None):
+        self.tags_codes = None if tags_codes is None else set(tags_codes)
+
+    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext_unit: Any = None) -> bool:
+        if self.tags_codes is None or tags_code is None:
+            return True
+        return tags_code in self.tags_codes
+
+    def is_matched_by_commit_log(self, msg_buffer: memoryview, properties: dict | None = None) -> bool:
+        return True
+
+
+class DefaultMessageStore:
+    """Public API used by broker processors (see CONTRACTS.md)."""
+
+    def __init__(self, config: MessageStoreConfig, *,
+                 disk_usage: Callable[[str], float] = disk_partition_space_used_percent,
+                 clean_initial_delay_ms: int = CLEAN_INITIAL_DELAY_MS):
+        """``disk_usage(path)`` (used fraction of the partition holding ``path``) and the
+        first clean pass's delay are injectable so tests can play a full disk."""
+        self.config = config
+        self.commit_log = CommitLog(config)
+        self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
+        self._cq_lock = threading.Lock()
+        self.checkpoint: StoreCheckpoint | None = None
+        self.index_service = IndexService(
+            config.get_store_path_index(), config.maxHashSlotNum, config.maxIndexNum, config.maxMsgsNumBatch,
+            on_index_file_full=self._on_index_file_full)
+        self.dispatcher = Dispatcher(config, self.find_consume_queue, self.index_service,
+                                     on_logics_timestamp=self._on_logics_timestamp)
+        self.reput_service = ReputMessageService(self.commit_log, self.dispatcher)
+        self.clean_service = CleanService(config, self.commit_log.mapped_file_queue, self._all_cqs,
+                                          self.index_service, disk_usage=disk_usage,
+                                          clean_initial_delay_ms=clean_initial_delay_ms)
+        self.flush_service: FlushService | None = None
+        self.last_exit_ok = True
+        self.recovery_report: RecoveryReport | None = None
+        self.shutdown_flag = True
+        self.writeable = True
+        self._lock_fd: int | None = None
+        self._cq_flush_thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._logics_ts = 0
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def _on_index_file_full(self, ts: int) -> None:
+        if self.checkpoint is not None:
+            self.checkpoint.indexMsgTimestamp = ts
+
+    def _on_logics_timestamp(self, ts: int) -> None:
+        self._logics_ts = ts
+
+    def _acquire_lock(self) -> None:
+        os.makedirs(self.config.storePathRootDir, exist_ok=True)
+        fd = os.open(self.config.get_lock_file(), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            # flock excludes other rmqd stores (even in this process); lockf is the POSIX record
+            # lock Java's FileChannel.tryLock takes, so a RocketMQ broker is excluded too
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StoreLockError(f"{self.config.get_lock_file()}: lock failed, the store is already in use") from None
+        os.pwrite(fd, b"lock", 0)
+        self._lock_fd = fd
+
+    def load(self) -> bool:
+        """Lock, map every file, recover (clean or crash) - raises StoreFileError for foreign or
+        corrupt files naming the file."""
+        self._acquire_lock()
+        try:
+            self.last_exit_ok = not os.path.exists(self.config.get_abort_file())
+            self.commit_log.load()
+            for (topic, qid), cq in load_consume_queues(self.config.get_store_path_consume_queue(),
+                                                        self.config.get_mapped_file_size_consume_queue()).items():
+                self.consume_queue_table.setdefault(topic, {})[qid] = cq
+            self.checkpoint = StoreCheckpoint(self.config.get_store_checkpoint())
+            self.index_service.load(self.last_exit_ok, self.checkpoint.indexMsgTimestamp)
+            self._recover()
+        except BaseException:
+            self._release_lock()
+            raise
+        return True
+
+    def _recover(self) -> None:
+        max_phy_cq = -1
+        for cq in self._all_cqs():
+            cq.recover()
+            max_phy_cq = max(max_phy_cq, cq.max_physic_offset)
+        cqs = self._all_cqs()
+        if self.last_exit_ok:
+            rep = recover_normally(self.commit_log, max_phy_cq, cqs, self.config.checkCRCOnRecover)
+        else:
+            rep = recover_abnormally(self.commit_log, self.checkpoint, max_phy_cq, cqs, self.dispatcher.dispatch_batch,
+                                     self.config.checkCRCOnRecover, self.config.messageIndexSafe)
+        self.recovery_report = rep
+        log.info("store recovery (%s): %s", "abnormal" if rep.abnormal else "normal", rep)
+        # recoverTopicQueueTable
+        min_phy = self.commit_log.get_min_offset()
+        table = {}
+        for cq in self._all_cqs():
+            table[f"{cq.topic}-{cq.queue_id}"] = cq.get_max_offset_in_queue()
+            cq.correct_min_offset(min_phy)
+        self.commit_log.topic_queue_table = table
+
+    def _all_cqs(self) -> list[ConsumeQueue]:
+        return [cq for qs in list(self.consume_queue_table.values()) for cq in list(qs.values())]
+
+    def start(self) -> None:
+        with open(self.config.get_abort_file(), "wb"):
+            pass
+        reput_from = self.commit_log.get_min_offset()
+        for cq in self._all_cqs():
+            reput_from = max(reput_from, cq.max_physic_offset)
+        reput_from = max(reput_from, 0, self.commit_log.get_min_offset())
+        self.reput_service.reput_from_offset = reput_from
+        self.flush_service = FlushService(self.commit_log.mapped_file_queue, self.config, self.checkpoint)
+        reput = self.reput_service
+
+        def appended(end: int) -> None:
+            reput.notify_appended(end)
+
+        self.commit_log.on_appended = appended
+        self.flush_service.start()
+        self.reput_service.start()
+        self._stop.clear()
+        self._cq_flush_thread = threading.Thread(target=self._cq_flush_loop, name="FlushConsumeQueueService",
+                                                 daemon=True)
+        self._cq_flush_thread.start()
+        self.clean_service.start()
+        self.shutdown_flag = False
+
+    def _flush_logics(self, least_pages: int) -> None:
+        ts = self._logics_ts
+        for cq in self._all_cqs():
+            cq.flush(least_pages)
+        if least_pages == 0 and self.checkpoint is not None:
+            if ts > 0:
+                self.checkpoint.logicsMsgTimestamp = ts
+            self.checkpoint.flush()
+
+    def _cq_flush_loop(self) -> None:
+        interval = self.config.flushIntervalConsumeQueue / 1000
+        thorough = self.config.flushConsumeQueueThoroughInterval / 1000
+        last = time.monotonic()
+        while not self._stop.wait(interval):
+            pages = self.config.flushConsumeQueueLeastPages
+            if time.monotonic() >= last + thorough:
+                last = time.monotonic()
+                pages = 0
+            try:
+                self._flush_logics(pages)
+            except Exception:  # pragma: no cover - logged, retried next round
+                log.exception("consume queue flush failed")
+
+    def shutdown(self) -> None:
+        """Flush everything, write the checkpoint, remove ``abort``, release the lock."""
+        if not self.shutdown_flag:
+            self.shutdown_flag = True
+            self.clean_service.shutdown()
+            self._stop.set()
+            if self._cq_flush_thread is not None:
+                self._cq_flush_thread.join()
+            self.reput_service.shutdown()
+            if self.flush_service is not None:
+                self.flush_service.shutdown()
+            self.index_service.shutdown()
+            self._flush_logics(0)
+            if self.reput_service.error is None:
+                try:
+                    os.unlink(self.config.get_abort_file())
+                except FileNotFoundError:
+                    pass
+        if self.checkpoint is not None:
+            self.checkpoint.shutdown()
+            self.checkpoint = None
+        for cq in self._all_cqs():
+            cq.close()
+        self.commit_log.shutdown()
+        self._release_lock()
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            try:
+                fcntl.lockf(self._lock_fd, fcntl.LOCK_UN)
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def __enter__(self) -> "DefaultMessageStore":
+        self.load()
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # ---- expiry ------------------------------------------------------------------------------
+    def execute_delete_files_manually(self) -> None:
+        """Admin DELETE_EXPIRED_COMMITLOG: expired files go on the next clean passes, any hour."""
+        self.clean_service.execute_delete_files_manually()
+
+    def is_disk_full(self) -> bool:
+        return not self.clean_service.is_writeable()
+
+    # ---- put ---------------------------------------------------------------------------------
+    def _check_store_status(self) -> PutMessageStatus:
+        if self.shutdown_flag:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        if self.config.brokerRole == SLAVE:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        if not self.writeable or not self.clean_service.is_writeable():  # RunningFlags: DISK_FULL et al.
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        if self.is_os_page_cache_busy():
+            return PutMessageStatus.OS_PAGECACHE_BUSY
+        return PutMessageStatus.PUT_OK
+
+    def is_os_page_cache_busy(self) -> bool:
+        begin = self.commit_log.begin_time_in_lock
+        return begin > 0 and time.time_ns() // 1_000_000 - begin > self.config.osPageCacheBusyTimeOutMills
+
+    def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        status = self._check_store_status()
+        if status is not PutMessageStatus.PUT_OK:
+            return PutMessageResult(status, None)
+        if len(msg.topic) > 127:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)
+        if msg.properties_string is not None and len(msg.properties_string) > 0x7FFF:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)
+        return self.commit_log.put_message(msg)
+
+    def put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
+        status = self._check_store_status()
+        if status is not PutMessageStatus.PUT_OK:
+            return PutMessageResult(status, None)
+        if len(batch.topic) > 127:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)
+        return self.commit_log.put_messages(batch)
+
+    def add_flush_listener(self, offset_end: int, callback: FlushCallback, timeout_ms: int | None = None) -> None:
+        """callback(ok) from the flush thread once [0, offset_end) is on disk (SYNC_FLUSH)."""
+        assert self.flush_service is not None, "store not started"
+        self.flush_service.add_flush_listener(offset_end, callback, timeout_ms)
+
+    def wait_for_flush(self, offset_end: int, timeout_ms: int | None = None) -> bool:
+        assert self.flush_service is not None, "store not started"
+        return self.flush_service.wait_for_flush(offset_end, timeout_ms)
+
+    def put_message_sync(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        """put_message + (SYNC_FLUSH and WAIT!=false) wait for durability -> FLUSH_DISK_TIMEOUT."""
+        res = self.put_message(msg)
+        if res.is_ok() and self.config.is_sync_flush and msg.properties.get("WAIT", "true") != "false":
+            if not self.wait_for_flush(res.end_offset):
+                res.putMessageStatus = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return res
+
+    # ---- consume queues ----------------------------------------------------------------------
+    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        qs = self.consume_queue_table.get(topic)
+        cq = qs.get(queue_id) if qs is not None else None
+        if cq is not None:
+            return cq
+        with self._cq_lock:
+            qs = self.consume_queue_table.setdefault(topic, {})
+            cq = qs.get(queue_id)
+            if cq is None:
+                cq = ConsumeQueue(topic, queue_id, self.config.get_store_path_consume_queue(),
+                                  self.config.get_mapped_file_size_consume_queue())
+                qs[queue_id] = cq
+        return cq
+
+    def get_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The queue if it exists (find_consume_queue creates it, like RocketMQ's findConsumeQueue)."""
+        qs = self.consume_queue_table.get(topic)
+        return None if qs is None else qs.get(queue_id)
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        return 0 if cq is None else cq.get_max_offset_in_queue()
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        return 0 if cq is None else cq.get_min_offset_in_queue()
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return 0
+        unit = cq.get_unit(consume_queue_offset)
+        return 0 if unit is None else unit[0]
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.get_offset_in_queue_by_time(timestamp, self.commit_log.pickup_store_timestamp,
+                                              max(self.commit_log.get_min_offset(), 0))
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return -1
+        unit = cq.get_unit(consume_queue_offset)
+        if unit is None:
+            return -1
+        return self.commit_log.pickup_store_timestamp(unit[0], unit[1])
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return -1
+        return self.get_message_store_timestamp(topic, queue_id, cq.get_min_offset_in_queue())
+
+    def get_message_total_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        return 0 if cq is None else cq.get_message_total_in_queue()
+
+    def get_earliest_message_time_of_store(self) -> int:
+        """Store time of the first message still in the commit log (-1 if empty)."""
+        off = self.commit_log.get_min_offset()
+        if off < 0:
+            return -1
+        head = self.select_one_message_by_offset(off)
+        if head is None:
+            return -1
+        return self.commit_log.pickup_store_timestamp(off, len(head))
+
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
+        """True if the message is probably no longer in page cache (accessMessageInMemoryMaxRatio)."""
+        phy = self.get_commit_log_offset_in_queue(topic, queue_id, consume_offset)
+        memory = int(TOTAL_PHYSICAL_MEMORY_SIZE * (self.config.accessMessageInMemoryMaxRatio / 100.0))
+        return self.commit_log.get_max_offset() - phy > memory
+
+    def get_topics(self) -> list[str]:
+        """Topics that have a consume queue (loaded from disk or created by dispatch)."""
+        return list(self.consume_queue_table)
+
+    def delete_topics(self, topics: Iterable[str]) -> int:
+        """Destroy the consume queues of these topics (DefaultMessageStore.cleanUnusedTopic)."""
+        n = 0
+        for t in topics:
+            with self._cq_lock:
+                qs = self.consume_queue_table.pop(t, None)
+            for qid, cq in (qs or {}).items():
+                cq.destroy()
+                self.commit_log.topic_queue_table.pop(f"{t}-{qid}", None)
+                n += 1
+        return n
+
+    # ---- get ---------------------------------------------------------------------------------
+    def _next_offset_correction(self, old: int, new: int) -> int:
+        if self.config.brokerRole != SLAVE or self.config.offsetCheckInSlave:
+            return new
+        return old
+
+    def _is_batch_full(self, size_py: int, max_msg_nums: int, buffer_total: int, message_total: int,
+                       in_disk: bool) -> bool:
+        if buffer_total == 0 or message_total == 0:
+            return False
+        if max_msg_nums <= message_total:
+            return True
+        c = self.config
+        if in_disk:
+            return (buffer_total + size_py > c.maxTransferBytesOnMessageInDisk
+                    or message_total > c.maxTransferCountOnMessageInDisk - 1)
+        return (buffer_total + size_py > c.maxTransferBytesOnMessageInMemory
+                or message_total > c.maxTransferCountOnMessageInMemory - 1)
+
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+                    message_filter: Any = None) -> GetMessageResult | None:
+        """DefaultMessageStore.getMessage: status, nextBeginOffset, min/max offsets and views of
+        the stored records (the pull response body parts, zero-copy). None if shut down."""
+        if self.shutdown_flag:
+            return None
+        res = GetMessageResult(next_begin_offset=offset)
+        max_offset_py = self.commit_log.get_max_offset()
+        # like RocketMQ, an unknown queue is created (empty), so it answers NO_MESSAGE_IN_QUEUE;
+        # NO_MATCHED_LOGIC_QUEUE exists in the enum but 4.9.8 never returns it from here
+        cq = self.find_consume_queue(topic, queue_id)
+        min_offset = cq.get_min_offset_in_queue()
+        max_offset = cq.get_max_offset_in_queue()
+        res.min_offset, res.max_offset = min_offset, max_offset
+        if max_offset == 0:
+            res.status = GetMessageStatus.NO_MESSAGE_IN_QUEUE
+            res.next_begin_offset = self._next_offset_correction(offset, 0)
+        elif offset < min_offset:
+            res.status = GetMessageStatus.OFFSET_TOO_SMALL
+            res.next_begin_offset = self._next_offset_correction(offset, min_offset)
+        elif offset == max_offset:
+            res.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
+            res.next_begin_offset = self._next_offset_correction(offset, offset)
+        elif offset > max_offset:
+            res.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
+            res.next_begin_offset = self._next_offset_correction(offset, max_offset)
+        else:
+            buf = cq.get_index_buffer(offset)
+            if buf is None:
+                res.status = GetMessageStatus.OFFSET_FOUND_NULL
+                res.next_begin_offset = self._next_offset_correction(offset, cq.roll_next_file(offset))
+                return res
+            res.status = GetMessageStatus.NO_MATCHED_MESSAGE
+            memory = int(TOTAL_PHYSICAL_MEMORY_SIZE * (self.config.accessMessageInMemoryMaxRatio / 100.0))
+            max_filter_count = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE)
+            next_phy_file_start = None
+            max_phy_pulling = 0
+            i = 0
+            size = len(buf) - len(buf) % CQ_STORE_UNIT_SIZE
+            units = ConsumeQueue.iter_buffer(buf[:min(size, max_filter_count + CQ_STORE_UNIT_SIZE)])
+            for offset_py, size_py, tags_code in units:
+                if i >= size or i >= max_filter_count:
+                    break
+                i_this = i
+                i += CQ_STORE_UNIT_SIZE
+                max_phy_pulling = offset_py
+                if next_phy_file_start is not None and offset_py < next_phy_file_start:
+                    continue
+                in_disk = max_offset_py - offset_py > memory
+                if self._is_batch_full(size_py, max_msg_nums, res.buffer_total_size, res.msg_count, in_disk):
+                    i = i_this
+                    break
+                if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code, None):
+                    if res.buffer_total_size == 0:
+                        res.status = GetMessageStatus.NO_MATCHED_MESSAGE
+                    continue
+                sel = self.commit_log.get_message(offset_py, size_py)
+                if sel is None:
+                    if res.buffer_total_size == 0:
+                        res.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                    next_phy_file_start = self.commit_log.roll_next_file(offset_py)
+                    continue
+                if message_filter is not None and not message_filter.is_matched_by_commit_log(sel, None):
+                    if res.buffer_total_size == 0:
+                        res.status = GetMessageStatus.NO_MATCHED_MESSAGE
+                    continue
+                res.message_buffers.append(sel)
+                res.message_queue_offsets.append(offset + i_this // CQ_STORE_UNIT_SIZE)
+                res.buffer_total_size += size_py
+                res.status = GetMessageStatus.FOUND
+                next_phy_file_start = None
+            res.next_begin_offset = offset + i // CQ_STORE_UNIT_SIZE
+            res.suggest_pulling_from_slave = max_offset_py - max_phy_pulling > memory
+        return res
+
+    # ---- by commit-log offset / key ---------------------------------------------------------
+    def get_max_phy_offset(self) -> int:
+        return self.commit_log.get_max_offset()
+
+    def get_min_phy_offset(self) -> int:
+        return self.commit_log.get_min_offset()
+
+    def select_one_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> memoryview | None:
+        if size is None:
+            head = self.commit_log.get_message(commit_log_offset, 4)
+            if head is None:
+                return None
+            size = int.from_bytes(head, "big", signed=True)
+            if size <= 0:
+                return None
+        return self.commit_log.get_message(commit_log_offset, size)
+
+    def look_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> MessageRecord | None:
+        view = self.select_one_message_by_offset(commit_log_offset, size)
+        if view is None:
+            return None
+        return decode_record(view, 0, where=f"commit log offset {commit_log_offset}")
+
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
+        """Messages whose KEYS or UNIQ_KEY is ``key`` stored in [begin, end] (ms) via the index
+        (hash collisions are possible: clients re-check keys, as with RocketMQ)."""
+        out = QueryMessageResult()
+        last_query_msg_time = end
+        for _ in range(3):  # DefaultMessageStore.queryMessage: retry earlier if nothing readable
+            q = self.index_service.query_offset(topic, key, max_num, begin, last_query_msg_time)
+            if not q.phy_offsets:
+                break
+            offsets = sorted(q.phy_offsets)
+            out.index_last_update_timestamp = q.index_last_update_timestamp
+            out.index_last_update_phyoffset = q.index_last_update_phyoffset
+            for m, phy in enumerate(offsets):
+                v = self.select_one_message_by_offset(phy)
+                if v is None:
+                    continue
+                if m == 0:
+                    sys_flag = int.from_bytes(v[SYSFLAG_POSITION:SYSFLAG_POSITION + 4], "big", signed=True)
+                    pos = store_timestamp_position(sys_flag)
+                    last_query_msg_time = int.from_bytes(v[pos:pos + 8], "big", signed=True)
+                out.message_buffers.append(v)
+                out.buffer_total_size += len(v)
+            if out.buffer_total_size > 0 or last_query_msg_time < begin:
+                break
+        return out
+
+    # ---- listeners / dispatch ----------------------------------------------------------------
+    def add_arrival_listener(self, cb: ArrivalListener) -> None:
+        """cb(topic, queue_id, max_logic_offset (= queue offset + 1, as RocketMQ), tags_code,
+        store_timestamp, properties) after each dispatch, from the dispatch thread."""
+        self.reput_service.arrival_listeners.append(cb)
+
+    def wait_dispatched(self, offset: int | None = None, timeout_s: float = 5.0) -> bool:
+        """Block until consume queues / index cover the commit log up to ``offset`` (default: all)."""
+        if offset is None:
+            offset = self.commit_log.get_max_offset()
+        return self.reput_service.wait_dispatched(offset, timeout_s)
+
+    def dispatch_behind_bytes(self) -> int:
+        return self.reput_service.behind()
+
+    def now(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+__all__ = [
+    "DefaultMessageStore", "GetMessageResult", "GetMessageStatus", "QueryMessageResult", "TagsMessageFilter",
+    "StoreLockError", "StoreFileError", "MessageExtBrokerInner", "MessageExtBatch", "PutMessageResult",
+    "PutMessageStatus", "DispatchRequest",
+]

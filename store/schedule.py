@@ -1,0 +1,410 @@
+"""ScheduleMessageService: delivers delayed messages (4.9.8 delay levels) and 5.x timer messages.
+
+Delay levels (RocketMQ 4.9.8, byte for byte): the commit log (``CommitLog._apply_delay``) stores a
+message with ``DELAY=n`` in ``SCHEDULE_TOPIC_XXXX`` queue ``n-1`` with ``REAL_TOPIC`` /
+``REAL_QID``; the dispatcher writes the delivery time (store time + level delay) as the consume
+queue tag code. Each level's queue is therefore ordered by delivery time, and the service only
+keeps one offset per level: it re-puts the due messages to their real topic/queue in queue
+order and records ``level -> next offset`` in ``delayOffset.json`` (``store/delay_offset.py``).
+The re-put record keeps the schedule copy's property string (``DELAY``, ``REAL_TOPIC`` and
+``REAL_QID`` stay, as in the fixture store) while ``DELAY`` is removed from the property map
+so the commit log does not schedule it again — exactly what ``messageTimeup`` does.
+
+No loss / no duplicate across restarts: the offset of a level only moves after the put of
+that message succeeded, and the table is persisted after every tick that moved it (RocketMQ
+persists every ``flushDelayOffsetInterval``; persisting sooner narrows the window in which a
+SIGKILL can cause a re-delivery — at-least-once, never a loss).
+
+5.x timer messages (``TIMER_DELIVER_MS`` absolute ms, ``TIMER_DELAY_SEC``, ``TIMER_DELAY_MS``):
+``apply_timer`` (called by the send path before ``put_message``, as 5.x's
+``HookUtils.handleScheduleMessage``) moves a message that is due in the future to topic
+``rmq_sys_wheel_timer`` queue 0 with ``TIMER_OUT_MS`` (rounded down to ``timerPrecisionMs``),
+``REAL_TOPIC`` and ``REAL_QID``; a ``DELAY`` level wins over timer properties and a time in the
+past is delivered at once, as in 5.x. Instead of 5.x's timer wheel files the service keeps the
+not-yet-due timer messages in a heap loaded from that queue, delivers them in time order, and
+persists its progress (the lowest undelivered queue offset plus the offsets above it already
+delivered) in ``config/rmqdTimerOffset.json`` — so arbitrary delays survive restarts the same way.
+
+The service is plain calls: ``tick(now_ms)`` does one round and returns when it wants to be
+called next; ``start()`` runs ticks on a daemon thread (no trio in store/).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from store.commitlog import SCHEDULE_TOPIC, MessageExtBrokerInner
+from store.config_files import ConfigManager, config_path
+from store.delay_offset import DelayOffsetManager
+from wire.message import MessageConst, MessageRecord, MessageSysFlag, encode_properties
+
+log = logging.getLogger("rmqd.schedule")
+
+__all__ = [
+    "ScheduleMessageService",
+    "TimerProgress",
+    "parse_delay_levels",
+    "apply_timer",
+    "timer_illegal_remark",
+    "TIMER_TOPIC",
+    "PROPERTY_TIMER_DELIVER_MS",
+    "PROPERTY_TIMER_DELAY_SEC",
+    "PROPERTY_TIMER_DELAY_MS",
+    "PROPERTY_TIMER_OUT_MS",
+]
+
+TIMER_TOPIC = "rmq_sys_wheel_timer"  # TimerMessageStore.TIMER_TOPIC (5.x)
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
+PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
+RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TIMER_PROGRESS_JSON = "rmqdTimerOffset.json"
+
+DELAY_FOR_A_WHILE = 100  # ms between rounds when something is pending (RocketMQ's value)
+IDLE_WAIT = 100  # ms: new delayed messages are looked at this often (RocketMQ polls every 100 ms)
+_TIME_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(message_delay_level: str) -> dict[int, int]:
+    """``parseDelayLevel``: "1s 5s ... 2h" -> {1: 1000, 2: 5000, ...}; ValueError names the bad item."""
+    table: dict[int, int] = {}
+    for i, item in enumerate(message_delay_level.split(" "), 1):
+        unit = item[-1:]
+        if unit not in _TIME_UNITS or not item[:-1].lstrip("+-").isdigit():
+            raise ValueError(f"messageDelayLevel: cannot parse level {i} {item!r}")
+        table[i] = int(item[:-1]) * _TIME_UNITS[unit]
+    return table
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ScheduleStore(Protocol):
+    """What the service needs from DefaultMessageStore."""
+
+    def get_consume_queue(self, topic: str, queue_id: int) -> Any: ...
+
+    def look_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> MessageRecord | None: ...
+
+    def put_message(self, msg: MessageExtBrokerInner) -> Any: ...
+
+
+# ------------------------------------------------------------------------------------------------
+# 5.x timer properties
+# ------------------------------------------------------------------------------------------------
+
+def timer_illegal_remark(timer_max_delay_sec: int) -> str:
+    """The send response remark (code MESSAGE_ILLEGAL) for WHEEL_TIMER_MSG_ILLEGAL in 5.x."""
+    return (f"timer message illegal, the delay time should not be bigger than the max delay "
+            f"{timer_max_delay_sec * 1000}ms; or if set del msg, the delay time should be bigger than "
+            f"the current time")
+
+
+def _parse_java_long(text: str) -> int:
+    body = text[1:] if text[:1] in "+-" else text
+    if not body.isdigit() or not body.isascii():
+        raise ValueError(text)
+    value = int(text)
+    if not -(2**63) <= value < 2**63:
+        raise ValueError(text)
+    return value
+
+
+def apply_timer(msg: MessageExtBrokerInner, now_ms: int | None = None, *, timer_max_delay_sec: int = 259200,
+                timer_precision_ms: int = 1000) -> str | None:
+    """Map 5.x timer properties onto delivery (``HookUtils.handleScheduleMessage``'s timer part).
+
+    Returns None when the message may be put (possibly moved to TIMER_TOPIC), or the remark of
+    the MESSAGE_ILLEGAL answer. Call it on client sends before ``put_message``."""
+    tran = MessageSysFlag.get_transaction_value(msg.sys_flag)
+    if tran not in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
+        return None
+    props = msg.properties
+    timer_keys = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
+    if msg.delay_time_level > 0:
+        # a delay level wins: the timer properties are dropped
+        if any(k in props for k in timer_keys):
+            for k in timer_keys:
+                props.pop(k, None)
+            msg.properties_string = encode_properties(props)
+        return None
+    if msg.topic == TIMER_TOPIC or PROPERTY_TIMER_OUT_MS in props:
+        return None
+    if not any(k in props for k in timer_keys):
+        return None
+    now = _now_ms() if now_ms is None else now_ms
+    try:
+        if PROPERTY_TIMER_DELAY_SEC in props:
+            deliver_ms = now + _parse_java_long(props[PROPERTY_TIMER_DELAY_SEC]) * 1000
+        elif PROPERTY_TIMER_DELAY_MS in props:
+            deliver_ms = now + _parse_java_long(props[PROPERTY_TIMER_DELAY_MS])
+        else:
+            deliver_ms = _parse_java_long(props[PROPERTY_TIMER_DELIVER_MS])
+    except ValueError:
+        return timer_illegal_remark(timer_max_delay_sec)
+    if deliver_ms <= now:
+        return None  # due already: stored in its own topic like any message
+    if deliver_ms - now > timer_max_delay_sec * 1000:
+        return timer_illegal_remark(timer_max_delay_sec)
+    if deliver_ms % timer_precision_ms == 0:
+        deliver_ms -= timer_precision_ms
+    else:
+        deliver_ms = deliver_ms // timer_precision_ms * timer_precision_ms
+    props[PROPERTY_TIMER_OUT_MS] = str(deliver_ms)
+    props[MessageConst.PROPERTY_REAL_TOPIC] = msg.topic
+    props[MessageConst.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+    msg.properties_string = encode_properties(props)
+    msg.topic = TIMER_TOPIC
+    msg.queue_id = 0
+    return None
+
+
+class TimerProgress(ConfigManager):
+    """``config/rmqdTimerOffset.json``: ``{"floorOffset": n, "delivered": [offsets >= n]}``."""
+
+    def __init__(self, store_path_root_dir: Any) -> None:
+        super().__init__(config_path(store_path_root_dir, TIMER_PROGRESS_JSON))
+        self.floor_offset = 0
+        self.delivered: set[int] = set()
+
+    def encode_obj(self) -> Any:
+        return {"delivered": sorted(self.delivered), "floorOffset": self.floor_offset}
+
+    def decode_obj(self, obj: Any) -> None:
+        self.floor_offset = int(obj.get("floorOffset", 0))
+        self.delivered = {int(x) for x in obj.get("delivered") or ()}
+
+
+# ------------------------------------------------------------------------------------------------
+# the service
+# ------------------------------------------------------------------------------------------------
+
+def message_timeup(rec: MessageRecord) -> MessageExtBrokerInner:
+    """The real-topic copy of a due schedule/timer message (``messageTimeup``).
+
+    The written property string is the stored one re-encoded (DELAY included); the map loses
+    DELAY so the commit log does not schedule the copy again, and gains WAIT=false."""
+    props = dict(rec.properties)
+    props_string = _properties_string_of(rec)
+    props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
+    props[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = "false"
+    topic = props.get(MessageConst.PROPERTY_REAL_TOPIC) or ""
+    try:
+        queue_id = int(props.get(MessageConst.PROPERTY_REAL_QUEUE_ID, ""))
+    except ValueError:
+        queue_id = 0
+    return MessageExtBrokerInner(
+        topic=topic, queue_id=queue_id, body=bytes(rec.body), properties=props, flag=rec.flag,
+        sys_flag=rec.sys_flag, born_timestamp=rec.born_timestamp, born_host=rec.born_ip,
+        born_port=rec.born_port, store_host=rec.store_ip, store_port=rec.store_port,
+        reconsume_times=rec.reconsume_times, properties_string=props_string,
+    )
+
+
+def _properties_string_of(rec: MessageRecord) -> str:
+    raw = rec.properties_raw
+    if raw:
+        try:
+            return bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    return encode_properties(rec.properties)
+
+
+class ScheduleMessageService:
+    """Delay levels from SCHEDULE_TOPIC_XXXX and 5.x timers from rmq_sys_wheel_timer."""
+
+    def __init__(self, store: Any, delay_offsets: DelayOffsetManager, message_delay_level: str | Mapping[int, int],
+                 *, timer_progress: TimerProgress | None = None, clock: Callable[[], int] = _now_ms,
+                 persist_interval_ms: int = 0) -> None:
+        self.store = store
+        self.offsets = delay_offsets
+        self.delay_level_table = (parse_delay_levels(message_delay_level)
+                                  if isinstance(message_delay_level, str) else dict(message_delay_level))
+        self.max_delay_level = max(self.delay_level_table, default=0)
+        self.timer = timer_progress
+        self.clock = clock
+        self.persist_interval_ms = persist_interval_ms
+        self._dirty = False
+        self._last_persist = 0
+        self._timer_heap: list[tuple[int, int, int, int]] = []  # (deliver_ms, cq offset, phy, size)
+        self._timer_scan = 0
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._started = False
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def load(self) -> bool:
+        """Load delayOffset.json (and timer progress) and clamp offsets into each queue's range."""
+        ok = self.offsets.load()
+        self.correct_delay_offset()
+        if self.timer is not None:
+            ok = self.timer.load() and ok
+            self._timer_scan = self.timer.floor_offset
+        return ok
+
+    def correct_delay_offset(self) -> None:
+        for level in self.delay_level_table:
+            cq = self.store.get_consume_queue(SCHEDULE_TOPIC, level - 1)
+            if cq is not None:
+                self.offsets.correct_delay_offset(level, cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue())
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="ScheduleMessageTimerThread", daemon=True)
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        if self._started:
+            self._started = False
+            self._stop.set()
+            if self._thread is not None:
+                self._thread.join(timeout=5)
+        self.persist()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                wake = self.tick()
+                wait = max(min(wake - self.clock(), IDLE_WAIT), 1)
+            except Exception:  # keep delivering after a bad round, like DELAY_FOR_A_PERIOD
+                log.exception("schedule tick failed")
+                wait = 10_000
+            self._stop.wait(wait / 1000.0)
+
+    def persist(self) -> None:
+        with self._lock:
+            self._persist_locked()
+
+    def _persist_locked(self) -> None:
+        self.offsets.persist()
+        if self.timer is not None:
+            self._update_timer_floor()
+            self.timer.persist()
+        self._dirty = False
+        self._last_persist = self.clock()
+
+    # ---- one round ---------------------------------------------------------------------------
+    def compute_deliver_timestamp(self, level: int, store_timestamp: int) -> int:
+        delay = self.delay_level_table.get(level)
+        return store_timestamp + (delay if delay is not None else 1000)
+
+    def tick(self, now_ms: int | None = None) -> int:
+        """Deliver everything due at ``now_ms``; return the time (ms) of the next useful call."""
+        with self._lock:
+            now = self.clock() if now_ms is None else now_ms
+            wake = now + IDLE_WAIT
+            for level in sorted(self.delay_level_table):
+                wake = min(wake, self._deliver_level(level, now))
+            if self.timer is not None:
+                wake = min(wake, self._deliver_timers(now))
+            if self._dirty and now - self._last_persist >= self.persist_interval_ms:
+                self._persist_locked()
+            return wake
+
+    def _deliver_level(self, level: int, now: int) -> int:
+        cq = self.store.get_consume_queue(SCHEDULE_TOPIC, level - 1)
+        if cq is None:
+            return now + IDLE_WAIT
+        offset = self.offsets.get_offset(level) or 0
+        start = offset
+        delay = self.delay_level_table[level]
+        wake = now + IDLE_WAIT
+        while True:
+            unit = cq.get_unit(offset)
+            if unit is None:
+                lo, hi = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
+                if lo > offset:
+                    offset = lo
+                    continue
+                if hi < offset:
+                    offset = hi
+                break
+            phy, size, tags_code = unit
+            if size == 0x7FFFFFFF:  # pre-blank unit of a queue that starts mid-file
+                offset += 1
+                continue
+            deliver = tags_code if tags_code <= now + delay else now  # correctDeliverTimestamp
+            if deliver > now:
+                wake = min(wake, deliver)
+                break
+            rec = self.store.look_message_by_offset(phy, size)
+            if rec is not None:
+                inner = message_timeup(rec)
+                if inner.topic != RMQ_SYS_TRANS_HALF_TOPIC:
+                    result = self.store.put_message(inner)
+                    if result is None or not result.is_ok():
+                        log.warning("schedule: delivering level %d offset %d failed: %s", level, offset,
+                                    getattr(result, "putMessageStatus", None))
+                        wake = now + DELAY_FOR_A_WHILE
+                        break
+            offset += 1
+        if offset != start:
+            self.offsets.update_offset(level, offset)
+            self._dirty = True
+        return wake
+
+    def _deliver_timers(self, now: int) -> int:
+        assert self.timer is not None
+        cq = self.store.get_consume_queue(TIMER_TOPIC, 0)
+        if cq is not None:
+            while True:
+                unit = cq.get_unit(self._timer_scan)
+                if unit is None:
+                    lo = cq.get_min_offset_in_queue()
+                    if lo > self._timer_scan:
+                        self._timer_scan = lo
+                        continue
+                    break
+                phy, size, _tags = unit
+                off = self._timer_scan
+                self._timer_scan += 1
+                if size == 0x7FFFFFFF or off in self.timer.delivered:
+                    continue
+                rec = self.store.look_message_by_offset(phy, size)
+                if rec is None:
+                    continue
+                try:
+                    deliver = int(rec.properties.get(PROPERTY_TIMER_OUT_MS, "0"))
+                except ValueError:
+                    deliver = 0
+                heapq.heappush(self._timer_heap, (deliver, off, phy, size))
+        heap = self._timer_heap
+        while heap and heap[0][0] <= now:
+            deliver, off, phy, size = heap[0]
+            rec = self.store.look_message_by_offset(phy, size)
+            if rec is not None:
+                inner = message_timeup(rec)
+                result = self.store.put_message(inner)
+                if result is None or not result.is_ok():
+                    return now + DELAY_FOR_A_WHILE
+            heapq.heappop(heap)
+            self.timer.delivered.add(off)
+            self._dirty = True
+        return heap[0][0] if heap else now + IDLE_WAIT
+
+    def _update_timer_floor(self) -> None:
+        assert self.timer is not None
+        floor = min((e[1] for e in self._timer_heap), default=self._timer_scan)
+        self.timer.floor_offset = floor
+        self.timer.delivered = {o for o in self.timer.delivered if o >= floor}
+
+    # ---- stats -------------------------------------------------------------------------------
+    def running_stats(self) -> dict[str, str]:
+        """``scheduleMessageOffset_<level>`` -> "delivered,max" (GET_BROKER_RUNTIME_INFO)."""
+        out = {}
+        for level, offset in self.offsets.offset_table.items():
+            cq = self.store.get_consume_queue(SCHEDULE_TOPIC, level - 1)
+            out[f"scheduleMessageOffset_{level}"] = f"{offset},{0 if cq is None else cq.get_max_offset_in_queue()}"
+        return out

@@ -1,0 +1,180 @@
+"""``topics.json``: TopicConfigManager (``broker/.../topic/TopicConfigManager.java``).
+
+The system topics a 4.9.8 broker creates on start (SELF_TEST_TOPIC, TBW102 when
+autoCreateTopicEnable, BenchmarkTest, the cluster-name and broker-name topics,
+OFFSET_MOVED_EVENT, SCHEDULE_TOPIC_XXXX, the trace topic when enabled, ``<cluster>_REPLY_TOPIC``)
+are put in the table before the file is loaded, so the file's values win, as in RocketMQ.
+Every change bumps the DataVersion and persists; the broker re-registers with the name
+servers when a ``create_*`` call returns ``created=True``.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from store.config_files import TOPICS_JSON, ConfigManager, config_path, java_map_order
+from wire.bodies import (PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig,
+                         TopicConfigSerializeWrapper, to_json_obj)
+
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+RMQ_SYS_BENCHMARK_TOPIC = "BenchmarkTest"
+RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+RMQ_SYS_TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+RMQ_SYS_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+RMQ_SYS_SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+RMQ_SYS_OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
+SCHEDULE_TOPIC_QUEUE_NUM = 18
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def next_version(dv: DataVersion) -> None:
+    """``DataVersion.nextVersion``."""
+    dv.timestamp = now_ms()
+    dv.counter += 1
+
+
+@dataclass(slots=True)
+class TopicBrokerSettings:
+    """The BrokerConfig keys TopicConfigManager reads (names and defaults as RocketMQ's)."""
+
+    brokerClusterName: str = "DefaultCluster"
+    brokerName: str = "broker-a"
+    autoCreateTopicEnable: bool = True
+    defaultTopicQueueNums: int = 8
+    clusterTopicEnable: bool = True
+    brokerTopicEnable: bool = True
+    traceTopicEnable: bool = False
+    msgTraceTopicName: str = RMQ_SYS_TRACE_TOPIC
+
+
+class TopicConfigManager(ConfigManager):
+    def __init__(self, store_path_root_dir: str | os.PathLike,
+                 settings: TopicBrokerSettings | None = None) -> None:
+        super().__init__(config_path(store_path_root_dir, TOPICS_JSON))
+        self.settings = s = settings or TopicBrokerSettings()
+        self.topic_config_table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion(timestamp=now_ms(), counter=0)
+        self.system_topics: set[str] = set()
+        self._lock = threading.RLock()
+
+        def sys_topic(name: str, queues: int | None = None, perm: int | None = None) -> None:
+            tc = TopicConfig(topicName=name)
+            if queues is not None:
+                tc.readQueueNums = tc.writeQueueNums = queues
+            if perm is not None:
+                tc.perm = perm
+            self.system_topics.add(name)
+            self.topic_config_table[name] = tc
+
+        sys_topic(RMQ_SYS_SELF_TEST_TOPIC, 1)
+        if s.autoCreateTopicEnable:
+            sys_topic(AUTO_CREATE_TOPIC_KEY_TOPIC, s.defaultTopicQueueNums, PERM_INHERIT | PERM_READ | PERM_WRITE)
+        sys_topic(RMQ_SYS_BENCHMARK_TOPIC, 1024)
+        sys_topic(s.brokerClusterName, None,
+                  PERM_INHERIT | (PERM_READ | PERM_WRITE if s.clusterTopicEnable else 0))
+        sys_topic(s.brokerName, 1, PERM_INHERIT | (PERM_READ | PERM_WRITE if s.brokerTopicEnable else 0))
+        sys_topic(RMQ_SYS_OFFSET_MOVED_EVENT, 1)
+        sys_topic(RMQ_SYS_SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUM)
+        if s.traceTopicEnable:
+            sys_topic(s.msgTraceTopicName, 1)
+        sys_topic(f"{s.brokerClusterName}_{REPLY_TOPIC_POSTFIX}", 1)
+
+    # -- file -------------------------------------------------------------------------------
+    def encode_obj(self) -> Any:
+        with self._lock:
+            table = java_map_order(self.topic_config_table, 1024)  # ConcurrentHashMap(1024)
+            return to_json_obj(TopicConfigSerializeWrapper(table, self.data_version))
+
+    def decode_obj(self, obj: Any) -> None:
+        w = TopicConfigSerializeWrapper.from_json_obj(obj)
+        with self._lock:
+            self.topic_config_table.update(w.topicConfigTable)
+            self.data_version = DataVersion(timestamp=w.dataVersion.timestamp, counter=w.dataVersion.counter)
+
+    def build_topic_config_serialize_wrapper(self) -> TopicConfigSerializeWrapper:
+        with self._lock:
+            return TopicConfigSerializeWrapper(dict(self.topic_config_table),
+                                               DataVersion(self.data_version.timestamp, self.data_version.counter))
+
+    # -- queries ----------------------------------------------------------------------------
+    def select_topic_config(self, topic: str) -> TopicConfig | None:
+        return self.topic_config_table.get(topic)
+
+    def is_order_topic(self, topic: str) -> bool:
+        tc = self.topic_config_table.get(topic)
+        return bool(tc and tc.order)
+
+    # -- changes ----------------------------------------------------------------------------
+    def _changed(self) -> None:
+        next_version(self.data_version)
+        self.persist()
+
+    def create_topic_in_send_message_method(self, topic: str, default_topic: str,
+                                            client_default_topic_queue_nums: int,
+                                            topic_sys_flag: int) -> tuple[TopicConfig | None, bool]:
+        """Auto-create ``topic`` from ``default_topic`` (TBW102) when that one is inheritable.
+        Returns (config or None, created)."""
+        with self._lock:
+            tc = self.topic_config_table.get(topic)
+            if tc is not None:
+                return tc, False
+            default = self.topic_config_table.get(default_topic)
+            if default is None:
+                return None, False
+            if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.settings.autoCreateTopicEnable:
+                default.perm = PERM_READ | PERM_WRITE
+            if not default.perm & PERM_INHERIT:
+                return None, False
+            queue_nums = max(min(client_default_topic_queue_nums, default.writeQueueNums), 0)
+            tc = TopicConfig(topicName=topic, readQueueNums=queue_nums, writeQueueNums=queue_nums,
+                             perm=default.perm & ~PERM_INHERIT, topicFilterType=default.topicFilterType,
+                             topicSysFlag=topic_sys_flag)
+            self.topic_config_table[topic] = tc
+            self._changed()
+            return tc, True
+
+    def create_topic_in_send_message_back_method(self, topic: str, client_default_topic_queue_nums: int,
+                                                 perm: int, topic_sys_flag: int) -> tuple[TopicConfig, bool]:
+        """Retry/DLQ/transaction topics (``createTopicInSendMessageBackMethod``)."""
+        with self._lock:
+            tc = self.topic_config_table.get(topic)
+            if tc is not None:
+                return tc, False
+            tc = TopicConfig(topicName=topic, readQueueNums=client_default_topic_queue_nums,
+                             writeQueueNums=client_default_topic_queue_nums, perm=perm, topicSysFlag=topic_sys_flag)
+            self.topic_config_table[topic] = tc
+            self._changed()
+            return tc, True
+
+    def update_topic_config(self, tc: TopicConfig) -> None:
+        with self._lock:
+            self.topic_config_table[tc.topicName] = tc
+            self._changed()
+
+    def update_order_topic_config(self, order_topics: set[str]) -> None:
+        """``updateOrderTopicConfig`` from the name server's ORDER_TOPIC_CONFIG KV table."""
+        with self._lock:
+            changed = False
+            for name, tc in self.topic_config_table.items():
+                want = name in order_topics
+                if tc.order != want:
+                    tc.order = want
+                    changed = True
+            if changed:
+                self._changed()
+
+    def delete_topic_config(self, topic: str) -> bool:
+        with self._lock:
+            if self.topic_config_table.pop(topic, None) is None:
+                return False
+            self._changed()
+            return True

@@ -1,0 +1,195 @@
+"""Inline handlers (answered on the connection's read loop, no task per request) and the
+queued, batched write path, seen from a raw socket client. Every test is bounded."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+import trio
+
+import broker.server
+import test_server
+from broker.server import RemotingServer
+from wire.codes import ResponseCode, SerializeType
+from wire.errors import WireError
+from wire.frame import RemotingCommand, encode_frame, make_request, make_response
+
+pytestmark = pytest.mark.timeout(30)
+
+FAST, LATER, BOOM, BAD, BIG, ASYNC_SLOW = 9101, 9102, 9103, 9104, 9105, 9106
+
+
+@pytest.fixture(autouse=True, params=["socket", "stream"])
+def io_path(request, monkeypatch):
+    """Every test twice: the raw-socket fast path and the portable trio Stream path."""
+    if request.param == "stream":
+        monkeypatch.setattr(broker.server, "_raw_socket", lambda stream: None)
+    return request.param
+
+
+class RawConn(test_server.RawConn):
+    async def send(self, *cmds: RemotingCommand) -> None:
+        await self.stream.send_all(b"".join(encode_frame(c) for c in cmds))
+
+
+class Fixture:
+    def __init__(self) -> None:
+        self.server = RemotingServer("test", grace_seconds=5)
+        self.release = trio.Event()
+        self.later_started = trio.Event()
+        self.big_calls = 0
+        s = self.server
+        s.register_inline(FAST, self.fast)
+        s.register_inline(LATER, self.later)
+        s.register_inline(BOOM, self.boom)
+        s.register_inline(BAD, self.bad)
+        s.register_inline(BIG, self.big)
+        s.register(ASYNC_SLOW, self.async_slow)
+
+    def fast(self, ctx, req):
+        return make_response(req, ResponseCode.SUCCESS, "fast", ext_fields={"echo": req.ext("x", "")}, body=req.body)
+
+    def later(self, ctx, req):
+        async def wait():
+            self.later_started.set()
+            await self.release.wait()
+            return make_response(req, ResponseCode.SUCCESS, "later done")
+        return wait()
+
+    def boom(self, ctx, req):
+        raise RuntimeError("inline handler exploded")
+
+    def bad(self, ctx, req):
+        raise WireError("field 'x' is missing")
+
+    def big(self, ctx, req):
+        self.big_calls += 1
+        return make_response(req, ResponseCode.SUCCESS, body=[b"x" * 65536, memoryview(b"y" * 34464)])
+
+    async def async_slow(self, ctx, req):
+        await self.release.wait()
+        return make_response(req, ResponseCode.SUCCESS, "async slow done")
+
+
+def run(test):
+    async def main():
+        fx = Fixture()
+        with trio.fail_after(25):
+            async with trio.open_nursery() as nursery:
+                addrs = await nursery.start(fx.server.serve, [("127.0.0.1", 0)])
+                await test(fx, addrs[0][1])
+                fx.release.set()
+                await fx.server.stop()
+    trio.run(main)
+
+
+def test_inline_answer_gets_opaque_flag_and_serialize_type():
+    async def t(fx, port):
+        c = await RawConn.open(port)
+        await c.send(make_request(FAST, {"x": "1"}, b"body", opaque=41, serialize_type=SerializeType.ROCKETMQ))
+        r = await c.recv()
+        assert (r.opaque, r.code, r.remark, r.flag & 1) == (41, 0, "fast", 1)
+        assert r.serialize_type == SerializeType.ROCKETMQ and r.ext_fields == {"echo": "1"} and r.body == b"body"
+    run(t)
+
+
+def test_pipelined_inline_requests_are_answered_in_order():
+    async def t(fx, port):
+        c = await RawConn.open(port)
+        await c.send(*(make_request(FAST, {"x": str(i)}, opaque=i) for i in range(300)))
+        got = [(await c.recv()) for _ in range(300)]
+        assert [r.opaque for r in got] == list(range(300))
+        assert [r.ext("echo") for r in got] == [str(i) for i in range(300)]
+    run(t)
+
+
+def test_awaitable_from_inline_handler_does_not_block_the_connection():
+    async def t(fx, port):
+        c = await RawConn.open(port)
+        await c.send(make_request(LATER, opaque=1))
+        await fx.later_started.wait()
+        await c.send(make_request(FAST, opaque=2), make_request(ASYNC_SLOW, opaque=3), make_request(FAST, opaque=4))
+        assert (await c.recv()).opaque == 2
+        assert (await c.recv()).opaque == 4
+        fx.release.set()
+        rest = {(r.opaque, r.remark) for r in [await c.recv(), await c.recv()]}
+        assert rest == {(1, "later done"), (3, "async slow done")}
+    run(t)
+
+
+def test_failing_inline_handler_gets_system_error_and_connection_stays_up():
+    async def t(fx, port):
+        c = await RawConn.open(port)
+        await c.send(make_request(BOOM, opaque=5), make_request(BAD, opaque=6), make_request(FAST, opaque=7))
+        boom, bad, fast = await c.recv(), await c.recv(), await c.recv()
+        assert boom.code == ResponseCode.SYSTEM_ERROR and "inline handler exploded" in boom.remark
+        assert bad.code == ResponseCode.SYSTEM_ERROR and "field 'x' is missing" in bad.remark
+        assert (fast.opaque, fast.code) == (7, 0)
+    run(t)
+
+
+def test_oneway_inline_request_gets_no_answer():
+    async def t(fx, port):
+        c = await RawConn.open(port)
+        await c.send(make_request(FAST, opaque=1, oneway=True), make_request(BOOM, opaque=2, oneway=True),
+                     make_request(FAST, opaque=3))
+        assert (await c.recv()).opaque == 3
+    run(t)
+
+
+def test_answers_queue_while_the_peer_does_not_read():
+    """~100 KiB answers to 120 requests (12 MiB): far more than the socket buffers and the
+    queue limit. The server stops reading until the client reads, then everything arrives."""
+    async def t(fx, port):
+        c = await RawConn.open(port)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(c.send, *(make_request(BIG, opaque=i) for i in range(120)))
+            await trio.sleep(0.3)  # let the server fill the socket and its queue
+            got = [await c.recv() for _ in range(120)]
+        assert [r.opaque for r in got] == list(range(120))
+        assert all(len(r.body) == 100000 and r.body[:1] == b"x" and r.body[-1:] == b"y" for r in got)
+        assert fx.big_calls == 120
+    run(t)
+
+
+def test_frames_before_a_framing_error_are_answered_then_the_connection_closes():
+    async def t(fx, port):
+        c = await RawConn.open(port)
+        await c.stream.send_all(encode_frame(make_request(FAST, opaque=1)) + struct.pack(">i", -5) + b"xxxx")
+        first = await c.recv()
+        assert first is not None and first.opaque == 1
+        assert await c.recv() is None
+    run(t)
+
+
+def test_graceful_stop_answers_a_pending_inline_continuation():
+    async def t(fx, port):
+        c = await RawConn.open(port)
+        await c.send(make_request(LATER, opaque=9))
+        await fx.later_started.wait()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fx.server.stop)
+            await trio.sleep(0.1)
+            fx.release.set()
+            r = await c.recv()
+            assert r is not None and (r.opaque, r.remark) == (9, "later done")
+        assert await c.recv() is None
+    run(t)
+
+
+def test_queued_answers_are_written_in_the_background_and_keep_their_order():
+    """A few MiB of answers the client does not read yet: the read loop goes on reading
+    (a background task writes the queue), later answers come after the queued ones."""
+    async def t(fx, port):
+        c = await RawConn.open(port)
+        await c.send(*(make_request(BIG, opaque=i) for i in range(30)))
+        await trio.sleep(0.3)
+        await c.send(make_request(FAST, {"x": "after"}, opaque=30))
+        with trio.fail_after(5):
+            while fx.big_calls < 30:
+                await trio.sleep(0.01)
+        got = [await c.recv() for _ in range(31)]
+        assert [r.opaque for r in got] == list(range(31))
+        assert got[-1].ext("echo") == "after"
+    run(t)
