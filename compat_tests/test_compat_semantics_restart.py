@@ -11,8 +11,10 @@ transactions and offsets, is tests/broker/test_semantics_restart.py.
 
 from __future__ import annotations
 
+import base64
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -23,36 +25,57 @@ from compat_session import Session, body_prefix
 pytestmark = pytest.mark.timeout(180)
 
 LEVEL_2_S = 5.0  # the default messageDelayLevel "1s 5s 10s ..."
+# small commit-log files: the 1 GiB default is allocated in full for every store
+SMALL_FILES_CONF = "mappedFileSizeCommitLog=4194304\nmappedFileSizeConsumeQueue=12000\n"
 
 
-def stop_ok(server: RmqdServer) -> None:
-    code = server.stop()
-    assert code == 0, f"rmqd exited {code} after SIGTERM\n{harness.tail(server.log_path)}"
+class Crashable:
+    """One store served by rmqd, killed with SIGKILL and restarted on the same ports, and the
+    client sessions of a case (one per server run; the names stay the same across runs)."""
+
+    def __init__(self, client: str, rmqd_factory: Callable[..., RmqdServer], tmp_path: Path, case: str) -> None:
+        self.client, self.factory, self.tmp_path, self.case = client, rmqd_factory, tmp_path, case
+        self.store = tmp_path / "store"
+        self.conf = tmp_path / "broker.conf"
+        self.conf.write_text(SMALL_FILES_CONF)
+        self.tag = uuid.uuid4().hex[:6]
+        self.server = rmqd_factory(self.store, self.conf).start()
+
+    def session(self) -> Session:
+        s = Session(self.client, self.tmp_path, self.server.namesrv, self.case)
+        s.tag = self.tag
+        return s
+
+    def kill(self) -> None:
+        self.server.kill()
+        assert (self.store / "abort").exists(), "a killed rmqd leaves its abort file"
+
+    def restart(self) -> None:
+        old = self.server
+        self.server = self.factory(self.store, self.conf)
+        self.server.namesrv_port, self.server.broker_port = old.namesrv_port, old.broker_port
+        self.server.start()
+
+    def stop_ok(self) -> None:
+        code = self.server.stop()
+        assert code == 0, f"rmqd exited {code} after SIGTERM\n{harness.tail(self.server.log_path)}"
 
 
 @pytest.mark.compat_case("delay level 2 across SIGKILL")
 def test_delay_survives_sigkill(client: str, rmqd_factory, tmp_path: Path) -> None:
-    store = tmp_path / "store"
-    server = rmqd_factory(store).start()
-    tag = uuid.uuid4().hex[:6]
-    s = Session(client, tmp_path, server.namesrv, "delaykill")
-    s.tag = tag
+    run = Crashable(client, rmqd_factory, tmp_path, "delaykill")
+    s = run.session()
     topic, group = s.name("t"), s.name("cg")
     s.create_topic(topic)
-    body = b"delayed-kill-" + tag.encode()
+    body = b"delayed-kill-" + run.tag.encode()
     spec = msg_spec(body, tags="TagDelay", keys="dk", props={"k": "v"})
     spec["delay_level"] = 2
     sent = s.produce(topic, [spec]).of("sent")
     assert len(sent) == 1 and sent[0]["status"] == "SEND_OK", sent
     t_sent = sent[0]["t"]
-    server.kill()  # SIGKILL while the message waits in SCHEDULE_TOPIC_XXXX
-    assert (store / "abort").exists(), "a killed rmqd leaves its abort file"
-
-    restarted = rmqd_factory(store)
-    restarted.namesrv_port, restarted.broker_port = server.namesrv_port, server.broker_port
-    restarted.start()
-    s2 = Session(client, tmp_path, restarted.namesrv, "delaykill")
-    s2.tag = tag
+    run.kill()  # SIGKILL while the message waits in SCHEDULE_TOPIC_XXXX
+    run.restart()
+    s2 = run.session()
     try:
         c = s2.push(topic, group, consume_from="CONSUME_FROM_FIRST_OFFSET")
         got = c.wait_messages(1, 60, lambda m: body_of(m) == body)
@@ -70,32 +93,27 @@ def test_delay_survives_sigkill(client: str, rmqd_factory, tmp_path: Path) -> No
     if client == "cpp":
         assert m["msgId"] == sent[0]["msgId"], "C++ msgId is the UNIQ_KEY, kept by the schedule copy"
     assert not [x for x in c.messages() if body_prefix(x, b"delayed-kill-") and body_of(x) != body]
-    stop_ok(restarted)
+    run.stop_ok()
 
 
 @pytest.mark.compat_case("delay + live consumer across SIGKILL")
 def test_delay_live_consumer_across_sigkill(client: str, rmqd_factory, tmp_path: Path) -> None:
     """The consumer keeps running while rmqd is killed and restarted on the same ports: the client
     reconnects by itself and receives the pending delayed message once."""
-    store = tmp_path / "store"
-    server = rmqd_factory(store).start()
-    tag = uuid.uuid4().hex[:6]
-    s = Session(client, tmp_path, server.namesrv, "delaylive")
-    s.tag = tag
+    run = Crashable(client, rmqd_factory, tmp_path, "delaylive")
+    s = run.session()
     topic, group = s.name("t"), s.name("cg")
     s.create_topic(topic)
     try:
         c = s.push(topic, group, consume_from="CONSUME_FROM_FIRST_OFFSET", deadline=150)
         s.barrier([c], topic)
-        body = b"delayed-live-" + tag.encode()
+        body = b"delayed-live-" + run.tag.encode()
         spec = msg_spec(body, tags="TagDelay")
         spec["delay_level"] = 2
         sent = s.produce(topic, [spec]).of("sent")
         assert len(sent) == 1 and sent[0]["status"] == "SEND_OK", sent
-        server.kill()
-        restarted = rmqd_factory(store)
-        restarted.namesrv_port, restarted.broker_port = server.namesrv_port, server.broker_port
-        restarted.start()
+        run.kill()
+        run.restart()
         c.wait_messages(1, 90, lambda m: body_of(m) == body)
         c.wait_for(lambda evs: False, 3.0)
         c.stop()
@@ -105,4 +123,51 @@ def test_delay_live_consumer_across_sigkill(client: str, rmqd_factory, tmp_path:
     assert len(got) == 1, f"delivered {len(got)} times across the SIGKILL restart\n{c.diagnostics()}"
     assert got[0]["t"] - sent[0]["t"] >= LEVEL_2_S - 1.0
     assert got[0]["topic"] == topic and got[0]["tags"] == "TagDelay"
-    stop_ok(restarted)
+    run.stop_ok()
+
+
+@pytest.mark.compat_case("retry across SIGKILL")
+def test_retry_survives_sigkill(client: str, rmqd_factory, tmp_path: Path) -> None:
+    """A consumer answers RECONSUME_LATER; rmqd is SIGKILLed after the send-back and before the
+    retry is due (level 3 = 10 s); after the restart a consumer of the group gets the retry once,
+    with reconsumeTimes 1. The original may come again too: its consumed offset is committed by
+    the client every 5 s and persisted by the broker every 5 s, so a kill loses it as with
+    RocketMQ (at-least-once) — that redelivery is allowed, a second retry copy is not."""
+    run = Crashable(client, rmqd_factory, tmp_path, "retrykill")
+    s = run.session()
+    topic, group = s.name("t"), s.name("cg")
+    s.create_topic(topic)
+    body = b"retry-kill-" + run.tag.encode()
+    try:
+        c1 = s.push(topic, group, consume_from="CONSUME_FROM_FIRST_OFFSET",
+                    fail_prefix_b64=base64.b64encode(b"retry-kill-").decode(), fail_times=1)
+        sent = s.produce(topic, [msg_spec(body, tags="TagRetry", keys="rk", props={"p": "1"})]).of("sent")
+        first = c1.wait_messages(1, 60, lambda m: body_of(m) == body)
+        assert first and not first[0]["acked"], c1.diagnostics()
+        c1.wait_for(lambda evs: False, 2.0)  # the client sends the message back after the listener returns
+        run.kill()
+        c1.kill()  # the application dies with the broker (no offset push on shutdown)
+    finally:
+        s.close()
+
+    run.restart()
+    s2 = run.session()
+    try:
+        c2 = s2.push(topic, group, consume_from="CONSUME_FROM_FIRST_OFFSET")
+        c2.wait_messages(1, 60, lambda m: body_of(m) == body and m["reconsumeTimes"] == 1)
+        c2.wait_for(lambda evs: False, 3.0)
+        c2.stop()
+    finally:
+        s2.close()
+    got = [m for m in c2.messages() if body_of(m) == body]
+    retries = [m for m in got if m["reconsumeTimes"] >= 1]
+    assert len(retries) == 1, f"retry delivered {len(retries)} times after the restart\n{c2.diagnostics()}"
+    r = retries[0]
+    assert r["reconsumeTimes"] == 1 and r["topic"] == topic and r["tags"] == "TagRetry" and r["keys"] == "rk", r
+    assert r["userProperties"] == {"p": "1"}, r["userProperties"]
+    if client == "cpp":
+        assert r["msgId"] == sent[0]["msgId"], "C++ msgId is the UNIQ_KEY, kept by the retry copy"
+    else:
+        assert r["properties"].get("ORIGIN_MESSAGE_ID") == first[0]["msgId"], r["properties"]
+    assert len(got) - len(retries) <= 1, "the original came back more than once"
+    run.stop_ok()

@@ -117,17 +117,13 @@ class PutMessageResult:
 
 
 @dataclass(slots=True)
-class MessageExtBrokerInner:
-    """A message as the send processor hands it to the store (MessageExtBrokerInner).
-
-    ``properties`` is the map; ``properties_string`` (if set) is written as is. Otherwise the
-    map is written in Java HashMap order, which is what a RocketMQ broker stores."""
+class MessageEnvelope:
+    """What a single message and a batch share: destination, body, hosts, times."""
 
     topic: str
     queue_id: int
     body: bytes
     properties: dict[str, str] = field(default_factory=dict)
-    flag: int = 0
     sys_flag: int = 0
     born_timestamp: int = 0
     born_host: bytes = b"\x7f\x00\x00\x01"
@@ -135,6 +131,16 @@ class MessageExtBrokerInner:
     store_host: bytes = b"\x7f\x00\x00\x01"
     store_port: int = 10911
     reconsume_times: int = 0
+
+
+@dataclass(slots=True)
+class MessageExtBrokerInner(MessageEnvelope):
+    """A message as the send processor hands it to the store (MessageExtBrokerInner).
+
+    ``properties`` is the map; ``properties_string`` (if set) is written as is. Otherwise the
+    map is written in Java HashMap order, which is what a RocketMQ broker stores."""
+
+    flag: int = 0
     prepared_transaction_offset: int = 0
     properties_string: str | None = None
     store_timestamp: int = 0
@@ -154,21 +160,10 @@ class MessageExtBrokerInner:
 
 
 @dataclass(slots=True)
-class MessageExtBatch:
+class MessageExtBatch(MessageEnvelope):
     """SEND_BATCH_MESSAGE: one topic/queue, the client's batch body, batch-level properties
     (appended to every message's own properties, as MessageExtEncoder.encode(batch) does)."""
 
-    topic: str
-    queue_id: int
-    body: bytes
-    properties: dict[str, str] = field(default_factory=dict)
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: bytes = b"\x7f\x00\x00\x01"
-    born_port: int = 0
-    store_host: bytes = b"\x7f\x00\x00\x01"
-    store_port: int = 10911
-    reconsume_times: int = 0
     items: list[BatchItem] | None = None  # decoded batch (set by the caller or lazily)
 
 

@@ -35,7 +35,7 @@ class Dispatcher:
         self.on_logics_timestamp = on_logics_timestamp
 
     def do_dispatch(self, req: DispatchRequest) -> None:
-        """One record (crash recovery re-dispatches record by record)."""
+        """One record given as a DispatchRequest (the batch path takes plain tuples)."""
         self.dispatch_batch(((req.topic, req.queue_id, req.commit_log_offset, req.msg_size, req.tags_code,
                               req.store_timestamp, req.consume_queue_offset, req.keys, req.uniq_key, req.sys_flag,
                               req.prepared_transaction_offset, req.properties),))

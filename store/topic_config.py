@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.config_files import TOPICS_JSON, ConfigManager, config_path, java_map_order
+from store.consumequeue import SCHEDULE_TOPIC
 from wire.bodies import (PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig,
                          TopicConfigSerializeWrapper, to_json_obj)
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
-RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+RMQ_SYS_SCHEDULE_TOPIC = SCHEDULE_TOPIC
 RMQ_SYS_BENCHMARK_TOPIC = "BenchmarkTest"
 RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 RMQ_SYS_TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"

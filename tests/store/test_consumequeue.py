@@ -230,6 +230,8 @@ def test_tags_code_rules() -> None:
     assert tags_code_of("SCHEDULE_TOPIC_XXXX", {"TAGS": "x", "DELAY": "3"}, 5, DELAY_TABLE) == 10_005
     assert tags_code_of("SCHEDULE_TOPIC_XXXX", {"DELAY": "99"}, 5, DELAY_TABLE) == 5 + 7_200_000  # capped at max level
     assert tags_code_of("SCHEDULE_TOPIC_XXXX", {"TAGS": "x", "DELAY": "0"}, 5, DELAY_TABLE) == 120
+    # a DELAY that is not a number counts as none (the dispatcher keeps going on such a record)
+    assert tags_code_of("SCHEDULE_TOPIC_XXXX", {"TAGS": "x", "DELAY": "soon"}, 5, DELAY_TABLE) == 120
 
 
 # -- layouts -------------------------------------------------------------------------------
