@@ -1,4 +1,4 @@
-"""`rmqd`: serve | namesrv | broker | store verify | store dump.
+"""`rmqd`: serve | namesrv | broker | store verify | store dump | spark verify | spark export.
 
 Contract (issue 4): once every port accepts, one line starting with `rmqd ready` on stdout;
 SIGINT/SIGTERM stop gracefully and exit 0; any error is one line on stderr and a non-zero
@@ -68,10 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     st_sub = st.add_subparsers(dest="store_command", metavar="STORE_COMMAND")
     verify = st_sub.add_parser("verify", help="check every record, consume-queue unit and index entry")
     verify.add_argument("store_dir")
+    verify.add_argument("-c", "--config", help="broker.conf the store was written with (file sizes, messageDelayLevel)")
     dump = st_sub.add_parser("dump", help="print the stored messages as JSON lines")
     dump.add_argument("store_dir")
     dump.add_argument("--topic")
     dump.add_argument("--queue", type=int)
+
+    sp = sub.add_parser("spark", help="verify or export a store with PySpark (needs the spark extra)",
+                        add_help=False)
+    sp.add_argument("spark_command", metavar="SPARK_COMMAND", nargs="?", choices=("verify", "export"),
+                    help="verify STORE [--against OTHER] [--master URL] | export STORE OUT --format parquet")
+    sp.add_argument("spark_args", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -257,7 +264,9 @@ def _run_store(args: argparse.Namespace) -> int:
         raise CliError(f"store tools are not available: {exc}") from None
     if args.store_command == "verify":
         count = 0
-        for problem in tools.verify(str(store_dir)):
+        config = load_broker_settings(args.config).store if args.config else None
+        progress = _progress_bar() if sys.stderr.isatty() else None
+        for problem in tools.verify(str(store_dir), config, progress=progress):
             count += 1
             print(_problem_line(problem))
         if count:
@@ -273,6 +282,28 @@ def _run_store(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # `rmqd store dump ... | head`: the reader has had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
+
+
+def _progress_bar() -> Callable[[int, int], None]:
+    """A one-line bar on the terminal; verify of a large store takes a while."""
+    def show(done: int, total: int) -> None:
+        frac = done / total if total else 1.0
+        filled = int(frac * 30)
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\rverifying [{'#' * filled}{'.' * (30 - filled)}] {frac:6.1%}{end}")
+        sys.stderr.flush()
+    return show
+
+
+def _run_spark(args: argparse.Namespace) -> int:
+    if args.spark_command is None:
+        raise CliError("spark needs a sub-command: verify or export")
+    try:
+        from spark import cli as spark_cli
+    except ImportError as exc:
+        raise CliError(f"spark tools need the spark extra (pip install 'rmqd[spark]'): {exc}") from None
+    entry = spark_cli.verify_main if args.spark_command == "verify" else spark_cli.export_main
+    return entry(list(args.spark_args))
 
 
 def _problem_line(problem: Any) -> str:
@@ -334,6 +365,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "store":
             return _run_store(args)
+        if args.command == "spark":
+            return _run_spark(args)
         runner = {"serve": _run_serve, "namesrv": _run_namesrv, "broker": _run_broker}[args.command]
         return trio.run(runner, args)
     except KeyboardInterrupt:

@@ -1,6 +1,7 @@
 """Issue 5 across a crash, with the real clients: a message sent with delay level 2 (5 s) is
-still pending when rmqd is SIGKILLed; after the restart (same ports, same store) a consumer
-receives it exactly once, and not before it is due.
+still pending when rmqd is SIGKILLed; after the restart (same ports, same store) a consumer —
+a new one, or one that kept running through the crash — receives it exactly once, and not
+before it is due. Likewise a retry (send-back after RECONSUME_LATER) pending at the kill.
 
 Why exactly once: the schedule copy sits in SCHEDULE_TOPIC_XXXX (acknowledged, so it survives the
 kill) and was not yet due, so delayOffset.json cannot be ahead of or behind it; the only window

@@ -10,11 +10,17 @@ is the keys' hash-bucket order, not insertion order (the frame capture shows
 
 from __future__ import annotations
 
-import functools
 import re
-from typing import Iterable, Mapping, TypeVar
+from typing import Iterable, TypeVar
 
-from wire.message import java_string_hash
+# TopicValidator's topic names: declared once in store.topic_config (re-exported here)
+from store.topic_config import (  # noqa: F401
+    AUTO_CREATE_TOPIC_KEY_TOPIC, RMQ_SYS_BENCHMARK_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT, RMQ_SYS_SCHEDULE_TOPIC,
+    RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_TRACE_TOPIC, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+)
+# Java HashMap order lives in wire.javamap (one implementation; permutations cached there)
+from wire.javamap import hashmap_capacity, java_hashmap_key_order, java_hashmap_order  # noqa: F401 (re-exported)
 
 V = TypeVar("V")
 
@@ -25,54 +31,6 @@ MASTER_ID = 0
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 FAQ_URL = "http://rocketmq.apache.org/docs/faq/"  # every FAQUrl constant in 4.9.8
-
-_HASHMAP_DEFAULT_CAPACITY = 16
-
-
-def hashmap_capacity(max_size: int) -> int:
-    """Table size of a default-constructed HashMap that has held max_size entries (never shrinks)."""
-    cap = _HASHMAP_DEFAULT_CAPACITY
-    while max_size > cap * 0.75:
-        cap *= 2
-    return cap
-
-
-@functools.lru_cache(maxsize=4096)
-def _spread_hash(key: str) -> int:
-    """HashMap.hash(key): the String hash with its high half folded in (keys repeat: cached)."""
-    h = java_string_hash(key) & 0xFFFFFFFF
-    return h ^ (h >> 16)
-
-
-def java_hashmap_order(mapping: Mapping[str, V], max_size: int | None = None) -> dict[str, V]:
-    """The mapping re-ordered as a java.util.HashMap<String, V> filled in this order iterates.
-
-    max_size: the most entries the Java map ever held (a removed key still grew the table).
-    Buckets with 8+ colliding keys (treeified in Java) are not modelled; String keys of
-    RocketMQ headers and properties never get there.
-    """
-    n = len(mapping)
-    keys = tuple(mapping)
-    perm = _hashmap_permutation(keys, hashmap_capacity(max(n, max_size or 0)))
-    if perm is None:
-        return dict(mapping)
-    return {keys[i]: mapping[keys[i]] for i in perm}
-
-
-@functools.lru_cache(maxsize=4096)
-def _hashmap_permutation(keys: tuple[str, ...], cap: int) -> tuple[int, ...] | None:
-    """Iteration order of a HashMap of this capacity filled with keys in this order (None: the
-    same order). The key sets of headers and properties repeat, so this is computed once each."""
-    mask = cap - 1
-    perm = tuple(sorted(range(len(keys)), key=lambda i: (_spread_hash(keys[i]) & mask, i)))
-    return None if perm == tuple(range(len(keys))) else perm
-
-
-def java_hashmap_key_order(keys: Iterable[str], max_size: int | None = None) -> tuple[str, ...]:
-    """Just the key order of java_hashmap_order (to precompute a fixed header's layout)."""
-    keys = tuple(keys)
-    perm = _hashmap_permutation(keys, hashmap_capacity(max(len(keys), max_size or 0)))
-    return keys if perm is None else tuple(keys[i] for i in perm)
 
 
 def suggest_todo(url: str = FAQ_URL) -> str:
@@ -108,15 +66,6 @@ def build_topic_sys_flag(unit: bool, has_unit_sub: bool) -> int:
 
 
 # TopicValidator (4.9.8)
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
-RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-RMQ_SYS_BENCHMARK_TOPIC = "BenchmarkTest"
-RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-RMQ_SYS_TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
-RMQ_SYS_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-RMQ_SYS_SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-RMQ_SYS_OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 SYSTEM_TOPIC_SET = frozenset({
     AUTO_CREATE_TOPIC_KEY_TOPIC, RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_BENCHMARK_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC,

@@ -116,10 +116,7 @@ def expected_tags_code_udf(delay_levels: str | None):
             props[MessageConst.PROPERTY_TAGS] = tags
         if delay is not None:
             props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = delay
-        try:
-            return tags_code_of(topic, props, store_ts, table)
-        except ValueError:  # a DELAY that is not a number
-            return 0
+        return tags_code_of(topic, props, store_ts, table)  # a non-numeric DELAY counts as no delay
     return F.udf(code, LongType(), useArrow=False)
 
 

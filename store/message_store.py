@@ -434,19 +434,6 @@ class DefaultMessageStore:
             return new
         return old
 
-    def _is_batch_full(self, size_py: int, max_msg_nums: int, buffer_total: int, message_total: int,
-                       in_disk: bool) -> bool:
-        if buffer_total == 0 or message_total == 0:
-            return False
-        if max_msg_nums <= message_total:
-            return True
-        c = self.config
-        if in_disk:
-            return (buffer_total + size_py > c.maxTransferBytesOnMessageInDisk
-                    or message_total > c.maxTransferCountOnMessageInDisk - 1)
-        return (buffer_total + size_py > c.maxTransferBytesOnMessageInMemory
-                or message_total > c.maxTransferCountOnMessageInMemory - 1)
-
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
                     message_filter: Any = None) -> GetMessageResult | None:
         """DefaultMessageStore.getMessage: status, nextBeginOffset, min/max offsets and views of
@@ -480,44 +467,74 @@ class DefaultMessageStore:
                 res.next_begin_offset = self._next_offset_correction(offset, cq.roll_next_file(offset))
                 return res
             res.status = GetMessageStatus.NO_MATCHED_MESSAGE
-            memory = int(TOTAL_PHYSICAL_MEMORY_SIZE * (self.config.accessMessageInMemoryMaxRatio / 100.0))
-            max_filter_count = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE)
+            c = self.config
+            memory = int(TOTAL_PHYSICAL_MEMORY_SIZE * (c.accessMessageInMemoryMaxRatio / 100.0))
+            max_filter_count = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE)  # a multiple of the unit
+            # _is_batch_full's limits, read once: (bytes, count - 1) in memory and on disk
+            mem_bytes, mem_count = c.maxTransferBytesOnMessageInMemory, c.maxTransferCountOnMessageInMemory - 1
+            disk_bytes, disk_count = c.maxTransferBytesOnMessageInDisk, c.maxTransferCountOnMessageInDisk - 1
+            cq_match = None if message_filter is None else message_filter.is_matched_by_consume_queue
+            cl_match = None if message_filter is None else message_filter.is_matched_by_commit_log
+            cl = self.commit_log
+            find_file = cl.mapped_file_queue.find_mapped_file_by_offset
+            cl_file_size = c.mappedFileSizeCommitLog
+            buffers, queue_offsets = res.message_buffers, res.message_queue_offsets
+            total = 0  # res.buffer_total_size
+            # the commit-log file of the previous message (a batch almost always stays in one):
+            # its start, its written end when looked up, and a view of its mapping
+            mf_cur = None
+            mf_start = mf_end = 0
+            mf_view: memoryview | None = None
             next_phy_file_start = None
             max_phy_pulling = 0
             i = 0
             size = len(buf) - len(buf) % CQ_STORE_UNIT_SIZE
-            units = ConsumeQueue.iter_buffer(buf[:min(size, max_filter_count + CQ_STORE_UNIT_SIZE)])
-            for offset_py, size_py, tags_code in units:
-                if i >= size or i >= max_filter_count:
-                    break
+            for offset_py, size_py, tags_code in ConsumeQueue.iter_buffer(buf[:min(size, max_filter_count)]):
                 i_this = i
                 i += CQ_STORE_UNIT_SIZE
                 max_phy_pulling = offset_py
                 if next_phy_file_start is not None and offset_py < next_phy_file_start:
                     continue
-                in_disk = max_offset_py - offset_py > memory
-                if self._is_batch_full(size_py, max_msg_nums, res.buffer_total_size, res.msg_count, in_disk):
-                    i = i_this
-                    break
-                if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code, None):
-                    if res.buffer_total_size == 0:
+                if total and buffers:  # _is_batch_full
+                    if max_msg_nums <= len(buffers):
+                        i = i_this
+                        break
+                    if max_offset_py - offset_py > memory:  # on disk
+                        if total + size_py > disk_bytes or len(buffers) > disk_count:
+                            i = i_this
+                            break
+                    elif total + size_py > mem_bytes or len(buffers) > mem_count:
+                        i = i_this
+                        break
+                if cq_match is not None and not cq_match(tags_code, None):
+                    if total == 0:
                         res.status = GetMessageStatus.NO_MATCHED_MESSAGE
                     continue
-                sel = self.commit_log.get_message(offset_py, size_py)
+                if mf_start <= offset_py and offset_py + size_py <= mf_end and mf_cur._available:
+                    sel = mf_view[offset_py - mf_start:offset_py - mf_start + size_py]
+                else:  # CommitLog.get_message, remembering the file for the next message
+                    sel = None
+                    mf = find_file(offset_py, offset_py == 0)
+                    if mf is not None:
+                        sel = mf.select_mapped_buffer(offset_py % cl_file_size, size_py)
+                        if sel is not None and mf.file_from_offset <= offset_py < mf.file_from_offset + cl_file_size:
+                            mf_cur, mf_start, mf_end = mf, mf.file_from_offset, mf.file_from_offset + mf.wrote_position
+                            mf_view = memoryview(mf.mm)
                 if sel is None:
-                    if res.buffer_total_size == 0:
+                    if total == 0:
                         res.status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                    next_phy_file_start = self.commit_log.roll_next_file(offset_py)
+                    next_phy_file_start = cl.roll_next_file(offset_py)
                     continue
-                if message_filter is not None and not message_filter.is_matched_by_commit_log(sel, None):
-                    if res.buffer_total_size == 0:
+                if cl_match is not None and not cl_match(sel, None):
+                    if total == 0:
                         res.status = GetMessageStatus.NO_MATCHED_MESSAGE
                     continue
-                res.message_buffers.append(sel)
-                res.message_queue_offsets.append(offset + i_this // CQ_STORE_UNIT_SIZE)
-                res.buffer_total_size += size_py
+                buffers.append(sel)
+                queue_offsets.append(offset + i_this // CQ_STORE_UNIT_SIZE)
+                total += size_py
                 res.status = GetMessageStatus.FOUND
                 next_phy_file_start = None
+            res.buffer_total_size = total
             res.next_begin_offset = offset + i // CQ_STORE_UNIT_SIZE
             res.suggest_pulling_from_slave = max_offset_py - max_phy_pulling > memory
         return res

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields
-from functools import lru_cache
 from typing import Any, Callable, ClassVar, Mapping
 
 from wire.codes import RequestCode, SerializeType
 from wire.errors import HeaderFieldError
 from wire.fastjson import java_double
+from wire.javamap import hashmap_capacity, java_hashmap_order, java_string_hash
 
 STRING = "String"
 INT = "Integer"
@@ -109,45 +109,7 @@ def _conv_double(text: str, name: str, header: str) -> float:
         raise HeaderFieldError(name, f"is not a Double ({e})", header) from None
 
 
-# ---- java.util.HashMap iteration order --------------------------------------------------------
-
-
-@lru_cache(maxsize=4096)
-def java_string_hash(s: str) -> int:
-    """``String.hashCode`` as an unsigned 32-bit value (UTF-16 code units)."""
-    h = 0
-    b = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(b), 2):
-        h = (31 * h + ((b[i] << 8) | b[i + 1])) & 0xFFFFFFFF
-    return h
-
-
-@lru_cache(maxsize=4096)
-def _hashmap_permutation(keys: tuple[str, ...]) -> tuple[int, ...] | None:
-    cap = 16
-    while len(keys) > cap * 3 // 4:
-        cap <<= 1
-    mask = cap - 1
-
-    def bucket(i: int) -> int:
-        h = java_string_hash(keys[i])
-        return (h ^ (h >> 16)) & mask
-
-    perm = tuple(sorted(range(len(keys)), key=bucket))  # stable: a bucket keeps insertion order
-    return None if perm == tuple(range(len(keys))) else perm
-
-
-def java_hashmap_order(d: dict[str, str]) -> dict[str, str]:
-    """``d`` re-ordered as a ``new HashMap`` filled with its entries in order iterates.
-
-    A bucket's entries keep insertion order, and a bucket of a default-capacity map is never
-    treeified (that needs 64 buckets and 8 colliding keys), so this is exact for headers.
-    """
-    keys = tuple(d)
-    perm = _hashmap_permutation(keys)
-    if perm is None:
-        return d
-    return {keys[i]: d[keys[i]] for i in perm}
+# java.util.HashMap iteration order: wire.javamap (java_hashmap_order, java_string_hash)
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
@@ -266,13 +228,11 @@ def java_field_order(cls: type) -> list[str]:
         real = {f.name for f in fields(klass)}  # __dataclass_fields__ also lists ClassVars
         own = [f for f in klass.__dict__.get("__annotations__", {}) if f in real]
         declared += [(_java_class_name(klass), f) for f in own]
-    cap = 16
-    while len(declared) > cap * 3 // 4:
-        cap <<= 1
+    mask = hashmap_capacity(len(declared)) - 1
 
     def bucket(item: tuple[str, str]) -> int:
-        h = java_string_hash(item[0]) ^ java_string_hash(item[1])
-        return (h ^ (h >> 16)) & (cap - 1)
+        h = (java_string_hash(item[0]) ^ java_string_hash(item[1])) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & mask
 
     return [f for _, f in sorted(declared, key=bucket)]
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import Any, Hashable, Mapping, TypeVar
+from typing import Any, Hashable, Iterable, Mapping, TypeVar
 
 __all__ = [
     "java_string_hash", "java_string_hash_from", "java_hash", "hashmap_capacity", "chm_table_size", "java_hashmap_order",
-    "java_concurrent_hashmap_order",
+    "java_hashmap_key_order", "java_concurrent_hashmap_order", "hashmap_permutation",
 ]
 
 K = TypeVar("K", bound=Hashable)
@@ -76,12 +76,36 @@ def _spread(key: Any) -> int:
     return h ^ (h >> 16)
 
 
-def _bucket_order(mapping: Mapping[K, V], table_size: int) -> dict[K, V]:
-    """Entries by bucket index; a bucket keeps the mapping's order (sorted() is stable).
-    Buckets with 8+ colliding keys (treeified in Java) are not modelled."""
+_CACHED_KEYS_MAX = 64  # headers and properties: key sets repeat; big config tables are not cached
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_permutation(keys: tuple, table_size: int) -> tuple[int, ...] | None:
+    return _permutation(keys, table_size)
+
+
+def _permutation(keys: tuple, table_size: int) -> tuple[int, ...] | None:
     mask = table_size - 1
-    keys = sorted(mapping, key=lambda k: _spread(k) & mask)
-    return {k: mapping[k] for k in keys}
+    perm = tuple(sorted(range(len(keys)), key=lambda i: _spread(keys[i]) & mask))
+    return None if perm == tuple(range(len(keys))) else perm
+
+
+def hashmap_permutation(keys: tuple, table_size: int) -> tuple[int, ...] | None:
+    """Indexes of ``keys`` in the iteration order of a table of ``table_size`` buckets filled
+    with them in this order (None: that order already). A bucket keeps insertion order
+    (sorted() is stable); buckets with 8+ colliding keys (treeified in Java) are not modelled.
+    Small key sets (request headers, message properties) repeat, so they are cached."""
+    if len(keys) <= _CACHED_KEYS_MAX:
+        return _cached_permutation(keys, table_size)
+    return _permutation(keys, table_size)
+
+
+def _bucket_order(mapping: Mapping[K, V], table_size: int) -> dict[K, V]:
+    keys = tuple(mapping)
+    perm = hashmap_permutation(keys, table_size)
+    if perm is None:
+        return dict(mapping)
+    return {keys[i]: mapping[keys[i]] for i in perm}
 
 
 def hashmap_capacity(max_size: int) -> int:
@@ -113,6 +137,13 @@ def java_hashmap_order(mapping: Mapping[K, V], max_size: int | None = None, *,
     if capacity is None:
         capacity = hashmap_capacity(max(len(mapping), max_size or 0))
     return _bucket_order(mapping, capacity)
+
+
+def java_hashmap_key_order(keys: Iterable[K], max_size: int | None = None) -> tuple:
+    """Just the key order of :func:`java_hashmap_order` (to precompute a fixed layout)."""
+    keys = tuple(keys)
+    perm = hashmap_permutation(keys, hashmap_capacity(max(len(keys), max_size or 0)))
+    return keys if perm is None else tuple(keys[i] for i in perm)
 
 
 def java_concurrent_hashmap_order(table: Mapping[K, V], initial_capacity: int | None) -> dict[K, V]:

@@ -215,3 +215,30 @@ def test_store_dump_and_verify_on_fixture_store():
     dump = run_once("store", "dump", str(store))
     assert dump.returncode == 0, dump.stderr
     assert dump.stdout.count("\n") > 10
+
+
+def test_spark_subcommands_reach_the_spark_entry_points(tmp_path):
+    """`rmqd spark verify|export` hand their arguments to spark/cli.py (Spark itself is exercised
+    by tests/spark); usage errors stay one line with spark's exit codes."""
+    assert_one_line_error(run_once("spark"), "verify or export")
+    helped = run_once("spark", "verify", "--help")
+    assert helped.returncode == 0 and "--against" in helped.stdout
+    missing = run_once("spark", "verify", str(tmp_path / "nothing"))
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    assert "Traceback" not in missing.stderr and missing.stderr.strip().count("\n") == 0
+    exported = run_once("spark", "export", "--help")
+    assert exported.returncode == 0 and "--format" in exported.stdout
+
+
+def test_store_verify_takes_the_broker_conf_the_store_was_written_with(tmp_path):
+    """A store written with non-default messageDelayLevel has SCHEDULE_TOPIC_XXXX tag codes that
+    only check out against that configuration; -c passes it."""
+    store = REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "store"
+    ok = run_once("store", "verify", "-c", str(FIXTURE_CONF), str(store))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    odd = tmp_path / "odd.conf"
+    odd.write_text(FIXTURE_CONF.read_text() + "messageDelayLevel=1s 2s 3s\n")
+    bad = run_once("store", "verify", "-c", str(odd), str(store))
+    assert bad.returncode == 1
+    assert "SCHEDULE_TOPIC_XXXX" in bad.stdout and "Traceback" not in bad.stderr
+    assert_one_line_error(run_once("store", "verify", "-c", str(tmp_path / "none.conf"), str(store)))

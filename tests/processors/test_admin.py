@@ -132,3 +132,14 @@ def test_runtime_info_and_stats(tmp_path: Path) -> None:
         assert json.loads(bytes(r.body))["groupList"] == ["StG"]
 
     run_with_broker(tmp_path, fn)
+
+
+def test_delete_expired_commit_log_triggers_manual_delete(tmp_path: Path) -> None:
+    async def fn(h) -> None:
+        clean = h.role.store.clean_service
+        assert clean.manual_delete_file_several_times == 0
+        r = await h.invoke(RequestCode.DELETE_EXPIRED_COMMITLOG)
+        assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+        assert clean.manual_delete_file_several_times > 0  # the next clean passes ignore deleteWhen
+
+    run_with_broker(tmp_path, fn)
