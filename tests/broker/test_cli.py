@@ -242,3 +242,46 @@ def test_store_verify_takes_the_broker_conf_the_store_was_written_with(tmp_path)
     assert bad.returncode == 1
     assert "SCHEDULE_TOPIC_XXXX" in bad.stdout and "Traceback" not in bad.stderr
     assert_one_line_error(run_once("store", "verify", "-c", str(tmp_path / "none.conf"), str(store)))
+
+
+def test_two_broker_names_and_a_slave_register_with_one_name_server(tmp_path):
+    """`rmqd namesrv` + three `rmqd broker` processes: broker-a master (id 0) and slave (id 1),
+    broker-b master; clients see all of them in the cluster info and in topic routes."""
+    ns_port = free_port()
+    ns = rmqd("namesrv", "--host", "127.0.0.1", "--port", str(ns_port), "--kv-config", str(tmp_path / "kv.json"))
+    brokers: list[subprocess.Popen] = []
+    try:
+        wait_ready(ns)
+        addrs = {}
+        for name, broker_id, role in (("broker-a", 0, "ASYNC_MASTER"), ("broker-a", 1, "SLAVE"),
+                                      ("broker-b", 0, "ASYNC_MASTER")):
+            port = free_broker_port()
+            conf = tmp_path / f"{name}-{broker_id}.conf"
+            conf.write_text(f"brokerClusterName=MultiCluster\nbrokerName={name}\nbrokerId={broker_id}\n"
+                            f"brokerRole={role}\nlistenPort={port}\nbrokerIP1=127.0.0.1\n"
+                            f"storePathRootDir={tmp_path / f's-{name}-{broker_id}'}\n"
+                            "mappedFileSizeCommitLog=1048576\nmaxHashSlotNum=1000\nmaxIndexNum=4000\n")
+            proc = rmqd("broker", "-n", f"127.0.0.1:{ns_port}", "-c", str(conf), "--host", "127.0.0.1")
+            brokers.append(proc)
+            wait_ready(proc)
+            addrs[(name, broker_id)] = f"127.0.0.1:{port}"
+        info = ClusterInfo.decode(invoke(f"127.0.0.1:{ns_port}", RequestCode.GET_BROKER_CLUSTER_INFO).body)
+        assert sorted(info.clusterAddrTable["MultiCluster"]) == ["broker-a", "broker-b"]
+        assert info.brokerAddrTable["broker-a"].brokerAddrs == {0: addrs[("broker-a", 0)], 1: addrs[("broker-a", 1)]}
+        assert info.brokerAddrTable["broker-b"].brokerAddrs == {0: addrs[("broker-b", 0)]}
+        # TBW102 lives on every broker: its route names both broker names and the slave
+        route = invoke(f"127.0.0.1:{ns_port}", RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
+        assert route.code == ResponseCode.SUCCESS
+        body = bytes(route.body).decode()
+        for addr in addrs.values():
+            assert addr in body
+        # a slave refuses topic administration as RocketMQ's does
+        refused = invoke(addrs[("broker-a", 1)], RequestCode.UPDATE_AND_CREATE_TOPIC,
+                         {"topic": "T1", "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4",
+                          "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
+        assert refused.code == ResponseCode.SYSTEM_ERROR and "slave" in refused.remark
+    finally:
+        for proc in brokers:
+            code, err = stop(proc)
+            assert code == 0, err
+        stop(ns)
