@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from store.config import MessageStoreConfig
+from store.config import ConfigValueError, MessageStoreConfig, apply_properties
 from wire.bodies import PERM_READ, PERM_WRITE, format_properties, parse_properties
 
 _CPUS = os.cpu_count() or 1
@@ -197,19 +197,15 @@ class BrokerSettings:
 
     def apply(self, props: Mapping[str, str], source: str = "config") -> None:
         """Set every key on each class that has it; unknown keys and bad values raise ConfigError."""
-        targets = [self.broker, self.netty_server, self.netty_client]
+        targets = [self.broker, self.netty_server, self.netty_client, self.store]
         for key, raw in props.items():
             hit = False
             for target in targets:
-                if key in _field_types(type(target)):
-                    setattr(target, key, _coerce(source, key, _field_types(type(target))[key], raw))
-                    hit = True
-            if key in MessageStoreConfig.field_names():
                 try:
-                    self.store.update({key: raw})
-                except ValueError as exc:
-                    raise ConfigError(f"{source}: bad value for {key}: {exc}") from None
-                hit = True
+                    if not apply_properties(target, {key: raw}):
+                        hit = True
+                except ConfigValueError as exc:
+                    raise ConfigError(_bad_value(source, target is self.store, exc)) from None
             if not hit:
                 raise ConfigError(f"{source}: unknown config key {key!r}")
 
@@ -223,32 +219,13 @@ class BrokerSettings:
         return format_properties(self.all_properties())
 
 
-def _field_types(cls: type) -> dict[str, str]:
-    cache = _TYPE_CACHE.get(cls)
-    if cache is None:
-        cache = _TYPE_CACHE[cls] = {f.name: str(f.type) for f in dataclasses.fields(cls)}
-    return cache
-
-
-_TYPE_CACHE: dict[type, dict[str, str]] = {}
-
-
-def _coerce(source: str, key: str, typ: str, raw: Any) -> Any:
-    if not isinstance(raw, str):
-        return raw
-    text = raw.strip()
-    if typ == "bool":
-        if text.lower() not in ("true", "false"):
-            raise ConfigError(f"{source}: {key}={raw!r} is not true/false")
-        return text.lower() == "true"
-    if typ == "int":
-        try:
-            return int(text)
-        except ValueError:
-            raise ConfigError(f"{source}: {key}={raw!r} is not a whole number") from None
-    if typ == "str | None" and text == "":
-        return None
-    return text
+def _bad_value(source: str, store_key: bool, exc: ConfigValueError) -> str:
+    """The ConfigError text: broker/netty keys say what was expected, store keys wrap the store's
+    own message (MessageStoreConfig.update raises it to callers without a source too)."""
+    if store_key:
+        return f"{source}: bad value for {exc.key}: {exc}"
+    expected = {"bool": "true/false", "int": "a whole number"}.get(exc.typ, "a number")
+    return f"{source}: {exc.key}={exc.raw!r} is not {expected}"
 
 
 def read_properties_file(path: str | os.PathLike[str]) -> dict[str, str]:

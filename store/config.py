@@ -7,6 +7,7 @@ broker.conf onto this class one to one and an operator's existing file keeps its
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -149,39 +150,59 @@ class MessageStoreConfig:
         return len(self.messageDelayLevel.split())
 
     # ---- broker.conf mapping ---------------------------------------------------------------
-    @classmethod
-    def field_names(cls) -> set[str]:
-        return {f.name for f in dataclasses.fields(cls)}
-
     def update(self, values: Mapping[str, Any]) -> list[str]:
         """Set known keys (strings coerced to the field's type like Java's properties mapping);
         returns the keys that are not store keys, for the caller to handle or reject."""
-        unknown = []
-        types = {f.name: f.type for f in dataclasses.fields(self)}
-        for key, raw in values.items():
-            if key not in types:
-                unknown.append(key)
-                continue
-            setattr(self, key, _coerce(key, types[key], raw))
-        return unknown
+        return apply_properties(self, values)
 
 
-def _coerce(key: str, typ: Any, raw: Any) -> Any:
-    t = str(typ)
+class ConfigValueError(ValueError):
+    """A broker.conf value that does not convert to its field's type; carries key, value and
+    type so broker/config.py can word its ConfigError (file, key, value) its own way."""
+
+    def __init__(self, key: str, raw: str, typ: str) -> None:
+        super().__init__(f"{key}: cannot convert {raw!r} to {typ}")
+        self.key, self.raw, self.typ = key, raw, typ
+
+
+@functools.cache
+def field_types(cls: type) -> dict[str, str]:
+    """Field name -> annotation text of a config dataclass (the keys a properties file may set)."""
+    return {f.name: str(f.type) for f in dataclasses.fields(cls)}
+
+
+def apply_properties(target: Any, values: Mapping[str, Any]) -> list[str]:
+    """Apply RocketMQ key=value strings onto a config dataclass, each converted to its field's
+    type (see convert_value); returns the keys the class does not have, in order, untouched.
+    A bad value raises ConfigValueError before anything after it is set."""
+    unknown = []
+    types = field_types(type(target))
+    for key, raw in values.items():
+        typ = types.get(key)
+        if typ is None:
+            unknown.append(key)
+            continue
+        setattr(target, key, convert_value(key, typ, raw))
+    return unknown
+
+
+def convert_value(key: str, typ: str, raw: Any) -> Any:
+    """A properties string as a field of annotation ``typ``: booleans only as true/false (any
+    case), whole numbers for int, "" for an optional string means None; non-strings pass as-is."""
     if not isinstance(raw, str):
         return raw
     s = raw.strip()
     try:
-        if t == "bool":
+        if typ == "bool":
             if s.lower() not in ("true", "false"):
                 raise ValueError(s)
             return s.lower() == "true"
-        if t == "int":
+        if typ == "int":
             return int(s)
-        if t == "float":
+        if typ == "float":
             return float(s)
     except ValueError:
-        raise ValueError(f"{key}: cannot convert {raw!r} to {t}") from None
-    if t == "str | None" and s == "":
+        raise ConfigValueError(key, raw, typ) from None
+    if typ == "str | None" and s == "":
         return None
     return s

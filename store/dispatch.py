@@ -202,7 +202,9 @@ class ReputMessageService:
             # idle: sleep until an append (notify_appended) or shutdown wakes us
             self._wake.clear()
             self._sleeping = True
+            woken = True
             if not self._stopped and not self._suspended and self.reput_from_offset >= cl.get_max_offset():
-                self._wake.wait(IDLE_SLEEP_S)
+                woken = self._wake.wait(IDLE_SLEEP_S)
             self._sleeping = False
-            idle = 0
+            if woken:  # an append: poll again for a while; a timeout goes straight back to sleep
+                idle = 0

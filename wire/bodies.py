@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from wire import fastjson
+from wire.codes import LanguageCode
 from wire.errors import WireError
 
 # --------------------------------------------------------------------------------------------
@@ -206,22 +207,9 @@ class TopicFilterType(enum.Enum):
     MULTI_TAG = 1
 
 
-class LanguageName(enum.Enum):
-    """LanguageCode by name, for bodies (Connection.language)."""
-    JAVA = 0
-    CPP = 1
-    DOTNET = 2
-    PYTHON = 3
-    DELPHI = 4
-    ERLANG = 5
-    RUBY = 6
-    OTHER = 7
-    HTTP = 8
-    GO = 9
-    PHP = 10
-    OMS = 11
-    RUST = 12
-    NODE_JS = 13
+# Connection.language is wire.codes.LanguageCode: fastjson writes the IntEnum by its name and
+# as_enum reads a name or an ordinal. The old name stays for callers that still import it.
+LanguageName = LanguageCode
 
 
 # --------------------------------------------------------------------------------------------
@@ -611,14 +599,14 @@ class CheckClientRequestBody(Body):
 class Connection(Body):
     clientId: str = ""
     clientAddr: str = ""
-    language: LanguageName = LanguageName.JAVA
+    language: LanguageCode = LanguageCode.JAVA
     version: int = 0
 
     @classmethod
     def from_json_obj(cls, obj: Any) -> "Connection":
         obj = _obj(obj, "Connection")
         return cls(clientId=as_str(obj.get("clientId"), ""), clientAddr=as_str(obj.get("clientAddr"), ""),
-                   language=as_enum(obj.get("language"), LanguageName, LanguageName.JAVA),
+                   language=as_enum(obj.get("language"), LanguageCode, LanguageCode.JAVA),
                    version=as_int(obj.get("version")))
 
 

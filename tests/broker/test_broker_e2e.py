@@ -7,19 +7,16 @@ unregistration from the name server on shutdown."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "processors"))
-
-from broker_harness import BROKER_NAME, Harness, decode_pull_body, make_settings  # noqa: E402
-from broker.broker import BrokerRole  # noqa: E402
-from broker.namesrv import NamesrvRole  # noqa: E402
-from broker.remoting_client import RemotingClient  # noqa: E402
-from wire.bodies import TopicRouteData  # noqa: E402
-from wire.codes import RequestCode, ResponseCode  # noqa: E402
+from broker_harness import BROKER_NAME, Harness, decode_pull_body, make_settings
+from broker.broker import BrokerRole
+from broker.namesrv import NamesrvRole
+from broker.remoting_client import RemotingClient
+from wire.bodies import TopicRouteData
+from wire.codes import RequestCode, ResponseCode
 
 
 async def _route(h: Harness, topic: str) -> TopicRouteData | None:

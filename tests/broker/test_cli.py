@@ -3,81 +3,22 @@ exit 0, one-line errors with a non-zero exit and never a traceback."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 import trio
 
 from broker.remoting_client import RemotingClient
+from support import REPO, free_broker_port, free_port, rmqd, run_once, stop, wait_ready
 from wire.bodies import ClusterInfo
 from wire.codes import RequestCode, ResponseCode
 from wire.frame import make_request
 
 pytestmark = pytest.mark.timeout(60)
 
-REPO = Path(__file__).resolve().parents[2]
 FIXTURE_CONF = REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "broker.conf"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def free_broker_port() -> int:
-    """A port p with p and p-2 (the fast port) both free."""
-    for _ in range(50):
-        p = free_port()
-        if p < 1030:
-            continue
-        try:
-            with socket.socket() as a, socket.socket() as b:
-                a.bind(("127.0.0.1", p))
-                b.bind(("127.0.0.1", p - 2))
-            return p
-        except OSError:
-            continue
-    raise RuntimeError("no free port pair")
-
-
-def rmqd(*args: str, cwd: Path | None = None) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "broker", *args], cwd=cwd or REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def wait_ready(proc: subprocess.Popen, timeout: float = 20) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith("rmqd ready"):
-            return line.strip()
-        if not line and proc.poll() is not None:
-            raise AssertionError(f"rmqd exited {proc.returncode}: {proc.stderr.read()}")
-    proc.kill()
-    raise AssertionError("no ready line")
-
-
-def stop(proc: subprocess.Popen) -> tuple[int, str]:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        _, err = proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise
-    return proc.returncode, err
-
-
-def run_once(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "broker", *args], cwd=cwd or REPO, capture_output=True, text=True,
-                          timeout=30)
 
 
 def invoke(addr: str, code: int, ext: dict | None = None):

@@ -34,11 +34,8 @@ duplicate only in these windows, which the tests stay out of on purpose):
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -50,6 +47,7 @@ import trio
 from broker.config import load_broker_settings
 from broker.remoting_client import RemotingClient
 from store import tools as store_tools
+from support import READY_PREFIX, free_broker_port, free_port, rmqd, rmqd_command
 from wire import fastjson
 from wire.codes import RequestCode, ResponseCode
 from wire.frame import RemotingCommand, make_request
@@ -57,7 +55,6 @@ from wire.message import MessageRecord, UniqIdGenerator, decode_messages, encode
 
 pytestmark = pytest.mark.timeout(90)
 
-REPO = Path(__file__).resolve().parents[2]
 BROKER_NAME = "broker-restart"
 READY_TIMEOUT_S = 20.0
 
@@ -80,28 +77,6 @@ UNIQ = UniqIdGenerator(ip="192.0.2.2")
 # the server process
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _free_broker_port() -> int:
-    """A port p with p and p-2 (the fast port) both free."""
-    for _ in range(100):
-        p = _free_port()
-        if p < 1030:
-            continue
-        try:
-            with socket.socket() as a, socket.socket() as b:
-                a.bind(("127.0.0.1", p))
-                b.bind(("127.0.0.1", p - 2))
-            return p
-        except OSError:
-            continue
-    raise RuntimeError("no free port pair")
-
-
 class Serve:
     """`rmqd serve` on fixed free loopback ports and a tmp store; restarted on the same ports
     (the stored messages' storeHost, and so their offset msgIds, stay valid)."""
@@ -111,8 +86,8 @@ class Serve:
         self.store = tmp / "store"
         self.conf = tmp / "broker.conf"
         self.conf.write_text(conf_text)
-        self.namesrv_port = _free_port()
-        self.broker_port = _free_broker_port()
+        self.namesrv_port = free_port()
+        self.broker_port = free_broker_port()
         self.log_path = tmp / "rmqd.log"
         self.proc: subprocess.Popen | None = None
         self.starts = 0
@@ -126,16 +101,13 @@ class Serve:
 
     def start(self) -> "Serve":
         assert self.proc is None or self.proc.poll() is not None
-        cmd = [sys.executable, "-m", "broker", "serve", "--store", str(self.store), "--namesrv-port",
-               str(self.namesrv_port), "--broker-port", str(self.broker_port), "--host", "127.0.0.1",
-               "-c", str(self.conf)]
+        args = ("serve", "--store", str(self.store), "--namesrv-port", str(self.namesrv_port),
+                "--broker-port", str(self.broker_port), "--host", "127.0.0.1", "-c", str(self.conf))
         self.starts += 1
         log = open(self.log_path, "a", encoding="utf-8", errors="replace")
-        log.write(f"--- start {self.starts}: {' '.join(cmd)}\n")
+        log.write(f"--- start {self.starts}: {' '.join(rmqd_command(*args))}\n")
         log.flush()
-        env = dict(os.environ, PYTHONUNBUFFERED="1", RMQD_LOG_LEVEL="INFO")
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, errors="replace")
+        proc = rmqd(*args, stderr=subprocess.STDOUT, env={"RMQD_LOG_LEVEL": "INFO"})
         self.proc = proc
         ready = threading.Event()
         seen: list[str] = []
@@ -145,7 +117,7 @@ class Serve:
             for line in proc.stdout:
                 log.write(line)
                 log.flush()
-                if line.startswith("rmqd ready"):
+                if line.startswith(READY_PREFIX):
                     seen.append(line)
                     ready.set()
             log.close()

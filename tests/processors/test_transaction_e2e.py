@@ -8,27 +8,24 @@ CONSUMER_SEND_MSG_BACK + the schedule service, delayed delivery, queue locks and
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from broker_harness import broker_running, decode_pull_body  # noqa: E402
-from processors.lock import LockProcessor  # noqa: E402
-from processors.query import QueryMessageProcessor  # noqa: E402
-from processors.retry import ConsumerSendMsgBackProcessor  # noqa: E402
-from processors.transaction import (  # noqa: E402
+from broker_harness import broker_running, decode_pull_body
+from processors.lock import LockProcessor
+from processors.query import QueryMessageProcessor
+from processors.retry import ConsumerSendMsgBackProcessor
+from processors.transaction import (
     EndTransactionProcessor, TransactionalMessageCheckService, TransactionalMessageService,
 )
-from store.delay_offset import DelayOffsetManager  # noqa: E402
-from store.schedule import ScheduleMessageService, TimerProgress  # noqa: E402
-from wire.codes import RequestCode, ResponseCode  # noqa: E402
-from wire.frame import RemotingCommand  # noqa: E402
-from wire.message import decode_messages, parse_offset_msg_id  # noqa: E402
+from store.delay_offset import DelayOffsetManager
+from store.schedule import ScheduleMessageService, TimerProgress
+from wire.codes import RequestCode, ResponseCode
+from wire.frame import RemotingCommand
+from wire.message import decode_messages, parse_offset_msg_id
 
 
 def wire_semantics(role: Any) -> dict[str, Any]:

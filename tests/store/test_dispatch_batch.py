@@ -170,3 +170,38 @@ def test_blocking_flush_waiters_share_group_commits_and_time_out(tmp_path: Path)
     assert fs.wait_for_flush(10, timeout_ms=50) is False
     assert time.monotonic() - t < 2
     mfq.shutdown()
+
+
+def test_reput_polls_under_load_and_sleeps_when_idle(tmp_path: Path) -> None:
+    """ReputMessageService: while appends keep coming the thread polls every ms and handles
+    them in batches (appends do not wake it); once idle it sleeps until an append wakes it,
+    and that append is dispatched (and its arrival listener called) without waiting a poll."""
+    with DefaultMessageStore(MessageStoreConfig(storePathRootDir=str(tmp_path), mappedFileSizeCommitLog=1 << 22)) as s:
+        reput = s.reput_service
+        rounds = []
+        real = reput.do_reput
+
+        def counting() -> int:
+            n = real()
+            if n:
+                rounds.append(n)
+            return n
+
+        reput.do_reput = counting
+        arrived = threading.Event()
+        s.add_arrival_listener(lambda topic, *_: topic == "W" and arrived.set())
+        for i in range(2000):
+            s.put_message(MessageExtBrokerInner("B", i & 3, b"x" * 64))
+        assert s.wait_dispatched(timeout_s=10)
+        assert sum(rounds) == 2000 and len(rounds) < 1000  # batches, not a round per append
+        deadline = time.monotonic() + 5
+        while not reput._sleeping and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert reput._sleeping  # idle: waiting for a wake-up, not polling
+        sets = []
+        wake_set = reput._wake.set
+        reput._wake.set = lambda: (sets.append(1), wake_set())
+        s.put_message(MessageExtBrokerInner("W", 0, b"late"))
+        assert sets  # the append woke the sleeping thread (not its 50 ms safety timeout)
+        assert arrived.wait(5) and s.wait_dispatched(timeout_s=5)
+        assert s.get_max_offset_in_queue("W", 0) == 1

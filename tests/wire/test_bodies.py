@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 
 from wire.bodies import (BrokerData, CheckClientRequestBody, ClusterInfo, ConsumeFromWhere, ConsumerConnection,
                          ConsumerData, ConsumerListByGroupResponseBody, ConsumeStats, ConsumeType, Connection,
-                         DataVersion, HeartbeatData, KVTable, LanguageName, LockBatchRequestBody,
+                         DataVersion, HeartbeatData, KVTable, LockBatchRequestBody,
                          LockBatchResponseBody, MessageModel, MessageQueue, OffsetWrapper, QueueData,
                          RegisterBrokerBody, SubscriptionData, TopicConfig, TopicConfigSerializeWrapper, TopicList,
                          TopicOffset, TopicRouteData, TopicStatsTable, as_bool, format_properties, parse_properties)
+from wire.codes import LanguageCode
 from wire.errors import WireError
 
 CAPTURE = (Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "java-4.9.8-remoting-capture"
@@ -97,6 +98,13 @@ def test_consume_stats_object_keys_like_fastjson():
     assert TopicStatsTable.decode(table.encode()) == table
 
 
+def test_connection_language_by_name_or_ordinal():
+    assert Connection.decode(b'{"language":"GO"}').language is LanguageCode.GO
+    assert Connection.decode(b'{"language":1}').language is LanguageCode.CPP
+    assert Connection.decode(b'{"clientId":"c"}').language is LanguageCode.JAVA
+    assert '"language":"NODE_JS"' in Connection(language=LanguageCode.NODE_JS).to_json()
+
+
 def test_small_bodies():
     assert ConsumerListByGroupResponseBody(["a", "b"]).encode() == b'{"consumerIdList":["a","b"]}'
     lock = LockBatchRequestBody("g", "c", [MessageQueue("t", "b", 1)])
@@ -106,7 +114,7 @@ def test_small_bodies():
     check = CheckClientRequestBody.decode(b'{"clientId":"c","group":"g","subscriptionData":{"topic":"t",'
                                           b'"subString":"a > 1","expressionType":"SQL92"}}')
     assert check.subscriptionData.expressionType == "SQL92"
-    conn = ConsumerConnection([Connection("id", "1.2.3.4:5", LanguageName.CPP, 63)],
+    conn = ConsumerConnection([Connection("id", "1.2.3.4:5", LanguageCode.CPP, 63)],
                               {"t": SubscriptionData(topic="t")}, ConsumeType.CONSUME_PASSIVELY,
                               MessageModel.CLUSTERING, ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
     assert '"language":"CPP"' in conn.to_json()

@@ -1,13 +1,13 @@
 """A real name server + broker on loopback free ports, driven with raw Remoting frames the
 way the Java / C++ / Go clients send them (extFields copied from the 4.9.8 capture).
 
-Used by tests/processors/test_*.py and tests/broker/test_broker_e2e.py: every test runs
-inside `run_with_broker(fn)`, bounded in time, and the broker is stopped by the harness.
+Used by tests/processors/test_*.py and tests/broker/test_broker_e2e.py (importable as
+``broker_harness``: pyproject puts tests/ on sys.path): every test runs inside
+`run_with_broker(fn)`, bounded in time, and the broker is stopped by the harness.
 """
 
 from __future__ import annotations
 
-import socket
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -20,6 +20,7 @@ from broker.broker import BrokerRole
 from broker.config import BrokerSettings
 from broker.namesrv import NamesrvRole
 from broker.remoting_client import RemotingClient
+from support import free_broker_port
 from wire.bodies import HeartbeatData
 from wire.codes import RequestCode
 from wire.frame import RemotingCommand, make_request
@@ -27,23 +28,6 @@ from wire.message import decode_messages, encode_properties
 
 CLUSTER = "TestCluster"
 BROKER_NAME = "broker-t"
-
-
-def free_broker_port() -> int:
-    """A port p with p and p-2 (the fast/VIP port) both free right now."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port < 1030:
-            continue
-        try:
-            with socket.socket() as s2:
-                s2.bind(("127.0.0.1", port - 2))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free port pair")
 
 
 @dataclass

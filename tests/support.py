@@ -1,0 +1,85 @@
+"""Helpers shared by tests that run servers: free loopback ports and `rmqd` as a subprocess.
+
+Importable as ``support`` because pyproject's [tool.pytest.ini_options] puts tests/ on
+sys.path (see the comment there); compat_tests/ does not use it (it imports nothing of rmqd).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: the line `rmqd namesrv|broker|serve` prints on stdout once every port listens
+READY_PREFIX = "rmqd ready"
+
+
+def free_port() -> int:
+    """A loopback port free right now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_broker_port() -> int:
+    """A port p with p and p-2 (the broker's fast/VIP port) both free right now."""
+    for _ in range(200):
+        p = free_port()
+        if p < 1030:
+            continue
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", p))
+                b.bind(("127.0.0.1", p - 2))
+            return p
+        except OSError:
+            continue
+    raise RuntimeError("no free port pair")
+
+
+def rmqd_command(*args: str) -> list[str]:
+    """`rmqd ARGS` as this interpreter runs it (python -m broker), without relying on PATH."""
+    return [sys.executable, "-m", "broker", *args]
+
+
+def rmqd(*args: str, cwd: Path | None = None, stderr: int = subprocess.PIPE,
+         env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start `rmqd ARGS` unbuffered with stdout piped, so the ready line can be read."""
+    full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+    return subprocess.Popen(rmqd_command(*args), cwd=cwd or REPO, env=full_env,
+                            stdout=subprocess.PIPE, stderr=stderr, text=True, errors="replace")
+
+
+def run_once(*args: str, cwd: Path | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
+    """A one-shot `rmqd ARGS` (store tools, bad command lines): exit code and both streams."""
+    return subprocess.run(rmqd_command(*args), cwd=cwd or REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def wait_ready(proc: subprocess.Popen, timeout: float = 20) -> str:
+    """Read stdout up to the ready line and return it; fail with stderr if rmqd exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith(READY_PREFIX):
+            return line.strip()
+        if not line and proc.poll() is not None:
+            raise AssertionError(f"rmqd exited {proc.returncode}: {proc.stderr.read()}")
+    proc.kill()
+    raise AssertionError("no ready line")
+
+
+def stop(proc: subprocess.Popen, timeout: float = 20) -> tuple[int, str]:
+    """SIGTERM (a clean stop) and wait: the exit code and what rmqd wrote on stderr."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    return proc.returncode, err
