@@ -16,7 +16,7 @@ from processors.common import (
     is_system_topic, java_hashmap_order, system_topic_remark, validate_topic, SYSTEM_TOPIC_SET,
 )
 from wire import fastjson
-from wire.codes import CURRENT_VERSION, RequestCode, ResponseCode, version_desc
+from wire.codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode, version_desc
 from wire.frame import RemotingCommand, make_response
 
 log = logging.getLogger("rmqd.admin")
@@ -144,7 +144,7 @@ class AdminBrokerProcessor:
         return _ok(request, stats.encode())
 
     async def get_consumer_connection_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.bodies import Connection, ConsumerConnection, LanguageName
+        from wire.bodies import Connection, ConsumerConnection
         from wire.headers import GetConsumerConnectionListRequestHeader
 
         b = self.broker
@@ -159,12 +159,12 @@ class AdminBrokerProcessor:
         for client in info.channel_info_table.values():
             body.connectionSet.append(Connection(clientId=client.client_id,
                                                  clientAddr=client.channel.remote_addr,
-                                                 language=_language(client.language, LanguageName),
+                                                 language=_language(client.language),
                                                  version=client.version))
         return _ok(request, body.encode())
 
     async def get_producer_connection_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.bodies import Connection, LanguageName
+        from wire.bodies import Connection
         from wire.headers import GetProducerConnectionListRequestHeader
 
         b = self.broker
@@ -174,7 +174,7 @@ class AdminBrokerProcessor:
             return make_response(request, ResponseCode.SYSTEM_ERROR,
                                  f"the producer group[{h.producerGroup}] not exist")
         conns = [Connection(clientId=c.client_id, clientAddr=c.channel.remote_addr,
-                            language=_language(c.language, LanguageName), version=c.version).to_json_obj()
+                            language=_language(c.language), version=c.version).to_json_obj()
                  for c in table.values()]
         return _ok(request, fastjson.dumps({"connectionSet": conns}).encode("utf-8"))
 
@@ -312,11 +312,11 @@ class AdminBrokerProcessor:
         }
 
 
-def _language(code: int, enum_cls: Any) -> Any:
+def _language(code: int) -> LanguageCode:
     try:
-        return enum_cls(int(code))
+        return LanguageCode(int(code))
     except ValueError:
-        return enum_cls.OTHER
+        return LanguageCode.OTHER
 
 
 def string_to_properties(text: str) -> dict[str, str]:

@@ -207,11 +207,6 @@ class TopicFilterType(enum.Enum):
     MULTI_TAG = 1
 
 
-# Connection.language is wire.codes.LanguageCode: fastjson writes the IntEnum by its name and
-# as_enum reads a name or an ordinal. The old name stays for callers that still import it.
-LanguageName = LanguageCode
-
-
 # --------------------------------------------------------------------------------------------
 # name-server bodies
 
@@ -827,7 +822,7 @@ def format_properties(props: dict[str, Any]) -> str:
 __all__ = [
     "Body", "BrokerData", "CheckClientRequestBody", "ClusterInfo", "Connection", "ConsumeFromWhere", "ConsumeStats",
     "ConsumeType", "ConsumerConnection", "ConsumerData", "ConsumerListByGroupResponseBody", "DataVersion",
-    "HeartbeatData", "KVTable", "LanguageName", "LockBatchRequestBody", "LockBatchResponseBody", "MessageModel",
+    "HeartbeatData", "KVTable", "LockBatchRequestBody", "LockBatchResponseBody", "MessageModel",
     "MessageQueue", "OffsetWrapper", "PERM_INHERIT", "PERM_PRIORITY", "PERM_READ", "PERM_WRITE", "ProducerData",
     "QueueData", "RegisterBrokerBody", "RegisterBrokerResult", "SubscriptionData", "TopicConfig",
     "TopicConfigSerializeWrapper", "TopicFilterType", "TopicList", "TopicOffset", "TopicRouteData",
