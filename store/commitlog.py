@@ -243,7 +243,6 @@ class CommitLog:
         n = len(rec)
         if n + END_FILE_MIN_BLANK_LENGTH > self.config.mappedFileSizeCommitLog:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)  # can never fit a file
-        mfq = self.mapped_file_queue
         with self.put_message_lock:
             now = time.time_ns() // 1_000_000
             self.begin_time_in_lock = now

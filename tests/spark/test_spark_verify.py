@@ -82,7 +82,7 @@ def test_each_damage_is_found_and_located(spark, damaged):
     assert [p.offset for p in foreign_p] == [0]
     assert any("record of FixBulkTopic/2" in p.problem for p in foreign_p)
     assert ("commitlog/00000000000000000000", 193) in locs  # FixTopicA/0 offset 0 lost its unit
-    assert f"commitlog/00000000000000000000:485: [body-crc]" in text and text.endswith(
+    assert "commitlog/00000000000000000000:485: [body-crc]" in text and text.endswith(
         f"FAILED: {len(report.problems)} problem(s)")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.commitlog import CommitLog, MessageExtBrokerInner
+from store.commitlog import MessageExtBrokerInner
 from store.config import MessageStoreConfig
 from store.consumequeue import ConsumeQueue
 from store.flush import FlushService

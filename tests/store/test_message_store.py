@@ -167,7 +167,7 @@ def test_torn_tail_is_truncated_on_crash_recovery(tmp_path):
     root = tmp_path / "s"
     s = DefaultMessageStore(_cfg(root))
     s.load(); s.start()
-    rs = _put(s, 5)
+    _put(s, 5)
     end = s.get_max_phy_offset()
     mf = s.commit_log.mapped_file_queue.get_last_mapped_file()
     s.shutdown()
