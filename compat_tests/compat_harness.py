@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 DRIVERS = HERE / "drivers"
@@ -370,3 +372,12 @@ def msg_spec(body: bytes, tags: str | None = None, keys: str | None = None,
 
 def body_of(m: dict[str, Any]) -> bytes:
     return base64.b64decode(m["body_b64"])
+
+
+def missing(reason: str) -> None:
+    """Something the environment should provide (a client, a fixture) is missing: a skip for a
+    developer's ad-hoc run, a failure under `scripts/dev test` (RMQD_REQUIRE_ALL=1), which installs
+    everything, so a broken install can never pass as skipped cases."""
+    if os.environ.get("RMQD_REQUIRE_ALL"):
+        pytest.fail(f"required for the full suite: {reason}")
+    pytest.skip(reason)

@@ -48,7 +48,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(marker.kwargs[client])
     problem = client_problem(client)
     if problem:
-        pytest.skip(problem)
+        harness.missing(problem)
 
 
 # --------------------------------------------------------------------------------------------

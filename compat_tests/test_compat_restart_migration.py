@@ -144,7 +144,7 @@ def manifest(kind: str | None = None, topic: str | None = None) -> list[dict[str
 @pytest.fixture
 def fixture_server(own_server, tmp_path: Path) -> RmqdServer:
     if not (FIXTURE / "store" / "commitlog").is_dir():
-        pytest.skip(f"fixture store not found at {FIXTURE}")
+        harness.missing(f"fixture store not found at {FIXTURE}")
     store = copy_fixture_store(FIXTURE / "store", tmp_path / "store")
     conf = tmp_path / "broker.conf"
     conf.write_text(FIXTURE_CONF)

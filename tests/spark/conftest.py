@@ -1,10 +1,17 @@
 """Shared fixtures for the Spark tests: fixture store paths and one local Spark session per module."""
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+
+if os.environ.get("RMQD_REQUIRE_ALL"):
+    # `scripts/dev test` installs the spark extra: missing pieces fail here instead of skipping.
+    import numpy  # noqa: F401
+    import pyarrow  # noqa: F401
+    import pyspark  # noqa: F401
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
 CLEAN = FIXTURES / "rocketmq-4.9-store"
@@ -26,6 +33,8 @@ def spark():
     """local[2], small memory, quiet; stopped at the end of the module."""
     pytest.importorskip("pyspark")
     if shutil.which("java") is None:
+        if os.environ.get("RMQD_REQUIRE_ALL"):
+            pytest.fail("no Java on this machine: PySpark needs Java 17")
         pytest.skip("no Java on this machine")
     from spark.session import get_session
     session = get_session("local[2]", "rmqd-tests", driver_memory="512m",
