@@ -11,8 +11,10 @@ record starts is needed and splits are planned without reading the files.
 
 Per record only the chain walk (two ints) runs in Python; every field is then gathered for all
 records of a batch at once with numpy fancy indexing at positions derived from
-``wire.message.RECORD_FIELDS`` (see spark/layout.py), and properties are split into a map with
-Arrow compute kernels.
+``wire.message.RECORD_FIELDS`` (see spark/layout.py), and properties are split into a map by
+locating their separator bytes with numpy. The chain walk is a tight loop (one struct unpack
+per record) and body CRCs are one zlib.crc32 call per record over a memoryview of the map;
+everything else is per batch.
 """
 from __future__ import annotations
 
@@ -246,9 +248,20 @@ def _walk(buf, split: CommitLogSplit, rel: str, problems: _Problems | None,
         total, magic = unpack(buf, pos)
         if magic == v1 or magic == v2:
             if min_size <= total <= n - pos:
-                chunk.append(pos)
-                pos += total
-                chunk_bytes += total
+                # the hot loop: follow the chain while records are well formed and the chunk
+                # has room (rows, and bytes folded into the position limit)
+                run0 = pos
+                lim = min(end, n - 7, pos + MAX_BATCH_BYTES - chunk_bytes)
+                append = chunk.append
+                for _ in range(batch_rows - len(chunk)):
+                    if pos >= lim:
+                        break
+                    total, magic = unpack(buf, pos)
+                    if (magic != v1 and magic != v2) or total < min_size or total > n - pos:
+                        break
+                    append(pos)
+                    pos += total
+                chunk_bytes += pos - run0
                 if len(chunk) >= batch_rows or chunk_bytes >= MAX_BATCH_BYTES:
                     yield chunk
                     chunk, chunk_bytes = [], 0
@@ -299,19 +312,41 @@ def _gather(u8: np.ndarray, pos: np.ndarray, code: str) -> np.ndarray:
     return u8[idx].view(dt).reshape(-1).astype(dt.newbyteorder("="))
 
 
+_SHORT_BYTES = 256  # mean length up to which _varbinary gathers bytes instead of building views
 _INLINE = np.arange(12)  # Arrow binary_view: values up to 12 bytes live inside the 16-byte view
+
+
+def _byte_index(starts: np.ndarray, lengths: np.ndarray, offsets: np.ndarray, total: int) -> np.ndarray:
+    """Positions of the bytes of ranges (starts, lengths) laid end to end: a running sum of 1s
+    that jumps at the first byte of each non-empty range."""
+    nz = lengths > 0
+    s, o, ln = starts[nz], offsets[:-1][nz], lengths[nz]
+    idx = np.ones(total, dtype=np.int64)
+    if s.size:
+        idx[0] = s[0]
+        idx[o[1:]] = s[1:] - (s[:-1] + ln[:-1] - 1)
+    return np.cumsum(idx, out=idx)
 
 
 def _varbinary(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray, typ: pa.DataType) -> pa.Array:
     """A binary/string Arrow array of the byte ranges ``u8[start:start+length]``.
 
-    The ranges are first described as an Arrow binary_view array over the mapped file (built
+    Short values (topics, properties) have their bytes gathered by one numpy index. Long ones
+    (bodies) are first described as an Arrow binary_view array over the mapped file (built
     with numpy, no per-row Python), and Arrow's cast copies them into a contiguous binary or
-    string array (validating UTF-8 for strings) in one C++ pass."""
+    string array in one C++ pass. Callers that need valid UTF-8 check it (see _strings)."""
     n = len(starts)
     if n == 0:
         return pa.array([], typ)
     lengths = lengths.astype(np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+    if total <= _SHORT_BYTES * n and total < 2 ** 31:
+        # short values (topics, property names and values): gathering their bytes directly
+        # beats building views; the caller validates UTF-8 where it matters (_strings)
+        data = u8[_byte_index(starts, lengths, offsets, total)]
+        return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
     lo = int(starts.min())
     hi = int((starts + lengths).max())
     views = np.zeros((n, 16), dtype=np.uint8)
@@ -347,22 +382,77 @@ def _strings(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[p
 
 
 _MAP_TYPE = ARROW_SCHEMAS["commitlog"].field("properties").type
-_KV = r"(?s)^(?P<key>[^\x01]+)\x01(?P<value>.+)$"
+_LOOKUPS = ("TAGS", "KEYS", "UNIQ_KEY")
+
+
+def _property_items(props: pa.Array) -> tuple[np.ndarray, ...]:
+    """Byte bounds of the well-formed ``name\\x01value`` items of every ``name\\x01value\\x02...``
+    string, found with numpy over the array's data buffer (no per-item Python).
+
+    Returns (data, key start, separator position, item end, row) per kept item, in order. Items
+    are skipped exactly as MessageDecoder.string2messageProperties skips them: the first \\x01
+    of the item must leave a non-empty name and a non-empty value (hence >= 3 chars)."""
+    n = len(props)
+    bufs = props.buffers()
+    offs = np.frombuffer(bufs[1], dtype=np.int32, count=n + 1, offset=props.offset * 4).astype(np.int64)
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(1, np.uint8)
+    lo, hi = int(offs[0]), int(offs[-1])
+    region = data[lo:hi]
+    seps = np.flatnonzero(region == 2) + lo
+    ones = np.flatnonzero(region == 1) + lo
+    # every item ends at a separator or at its row's end; a row end sorts before a separator at
+    # the same position (such a separator is the first byte of the next row)
+    key = np.concatenate([offs[1:] * 2, seps * 2 + 1])
+    key.sort(kind="stable")
+    is_sep = (key & 1).astype(bool)
+    e = key >> 1
+    s = np.empty_like(e)
+    s[0] = lo
+    s[1:] = e[:-1] + is_sep[:-1]
+    row = np.zeros(e.size, dtype=np.int64)
+    np.cumsum(~is_sep[:-1], out=row[1:])
+    if ones.size == 0:
+        empty = np.zeros(0, np.int64)
+        return data, empty, empty, empty, empty
+    j = np.searchsorted(ones, s)
+    k = ones[np.minimum(j, ones.size - 1)]
+    valid = (j < ones.size) & (k > s) & (k < e - 1)
+    return data, s[valid], k[valid], e[valid], row[valid]
+
+
+def properties_columns(props: pa.Array) -> tuple[pa.MapArray, list[pa.Array]]:
+    """``name\\x01value\\x02...`` strings -> (map<string,string>, [TAGS, KEYS, UNIQ_KEY]); a
+    repeated name keeps every item in the map and the last one for the lookups (as the
+    HashMap RocketMQ builds keeps the last put)."""
+    n = len(props)
+    if n == 0:
+        return pa.array([], _MAP_TYPE), [pa.array([], pa.string())] * len(_LOOKUPS)
+    data, s, k, e, row = _property_items(props)
+    if s.size:
+        keys = _varbinary(data, s, k - s, pa.string())
+        values = _varbinary(data, k + 1, e - k - 1, pa.string())
+    else:
+        keys = values = pa.array([], pa.string())
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(row, minlength=n), out=offsets[1:])
+    m = pa.MapArray.from_arrays(pa.array(offsets), keys, values, type=_MAP_TYPE)
+    looked = []
+    for name in _LOOKUPS:
+        hit = np.flatnonzero(pc.equal(keys, name).to_numpy(zero_copy_only=False)) if s.size else s
+        pick = np.full(n, -1, dtype=np.int64)
+        if hit.size:
+            r = row[hit]
+            last = np.ones(hit.size, dtype=bool)
+            last[:-1] = r[:-1] != r[1:]  # items are in row order: the last hit of each row
+            pick[r[last]] = hit[last]
+        looked.append(values.take(pa.array(pick, mask=pick < 0)) if hit.size else pa.nulls(n, pa.string()))
+    return m, looked
 
 
 def properties_map(props: pa.Array) -> pa.MapArray:
     """``name\\x01value\\x02...`` strings -> map<string,string>, skipping malformed items exactly as
     MessageDecoder.string2messageProperties does (no name, no value, shorter than 3 chars)."""
-    n = len(props)
-    items = pc.split_pattern(props, "\x02")
-    parents = pc.list_parent_indices(items).to_numpy()
-    kv = pc.extract_regex(items.flatten(), _KV)
-    valid = kv.is_valid().to_numpy(zero_copy_only=False)
-    kv = kv.filter(pa.array(valid))
-    counts = np.bincount(parents[valid], minlength=n)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    return pa.MapArray.from_arrays(pa.array(offsets), kv.field("key"), kv.field("value"), type=_MAP_TYPE)
+    return properties_columns(props)[0]
 
 
 def _hosts(u8: np.ndarray, ip_pos: np.ndarray, port: np.ndarray) -> pa.Array:
@@ -459,9 +549,8 @@ def commitlog_batch(buf, u8: np.ndarray, split: CommitLogSplit, positions: list[
     body_len = f["body_length"].astype(np.int64)
     crc_col: pa.Array
     if check_crc or problems is not None:
-        starts = d.body_pos.tolist()
-        ends = (d.body_pos + body_len).tolist()
-        crcs = np.fromiter((zlib.crc32(mv[a:b]) for a, b in zip(starts, ends)), dtype=np.int64, count=n) & 0x7FFFFFFF
+        bodies = map(mv.__getitem__, map(slice, d.body_pos.tolist(), (d.body_pos + body_len).tolist()))
+        crcs = np.array(list(map(zlib.crc32, bodies)), dtype=np.int64) & 0x7FFFFFFF
         crc_ok = crcs == f["body_crc"]
         crc_col = pa.array(crc_ok)
         if problems is not None and not crc_ok.all():
@@ -482,7 +571,7 @@ def commitlog_batch(buf, u8: np.ndarray, split: CommitLogSplit, positions: list[
         return None
     topics, _ = _strings(u8, d.topic_pos, d.topic_len)
     props_str, _ = _strings(u8, d.props_pos, d.props_len)
-    props = properties_map(props_str)
+    props, (tags, keys, uniq) = properties_columns(props_str)
     body = _varbinary(u8, d.body_pos, body_len, pa.binary()) if read_body else pa.nulls(n, pa.binary())
     if not d.v6:
         born = _hosts(u8, d.ip_pos["born"], f["born_port"])
@@ -520,9 +609,9 @@ def commitlog_batch(buf, u8: np.ndarray, split: CommitLogSplit, positions: list[
         body,
         topics,
         props,
-        pc.map_lookup(props, "TAGS", "last"),
-        pc.map_lookup(props, "KEYS", "last"),
-        pc.map_lookup(props, "UNIQ_KEY", "last"),
+        tags,
+        keys,
+        uniq,
         msg_id,
         crc_col,
     ]
