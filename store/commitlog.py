@@ -167,6 +167,20 @@ class MessageExtBatch(MessageEnvelope):
     items: list[BatchItem] | None = None  # decoded batch (set by the caller or lazily)
 
 
+def _record_head(buf, pos: int) -> tuple[int, int]:
+    """The checks every record walk starts with: (total size, magic) of the record at ``pos``;
+    total is 0 for the BLANK end-of-file record and -1 when the magic or the size cannot be a
+    record here."""
+    if pos + 8 > len(buf):
+        return -1, 0
+    total, magic = _BLANK.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC_CODE:
+        return 0, magic
+    if (magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2) or total < 91 or pos + total > len(buf):
+        return -1, magic
+    return total, magic
+
+
 class CommitLog:
     """Append / read the commit log (CommitLog.java minus HA and DLedger)."""
 
@@ -421,14 +435,9 @@ class CommitLog:
     def validate_record(buf, pos: int, check_crc: bool = True) -> int:
         """Size-only variant of check_message_and_return_size for clean recovery: the record's
         size if valid, 0 for a BLANK record, -1 if invalid (magic, lengths or CRC)."""
-        n = len(buf)
-        if pos + 8 > n:
-            return -1
-        total, magic = _BLANK.unpack_from(buf, pos)
-        if magic == BLANK_MAGIC_CODE:
-            return 0
-        if (magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2) or total < 91 or pos + total > n:
-            return -1
+        total, magic = _record_head(buf, pos)
+        if total <= 0:
+            return total
         st = record_head_struct(_I.unpack_from(buf, pos + SYSFLAG_POSITION)[0])
         p = pos + st.size
         body_len = _I.unpack_from(buf, p - 4)[0]
@@ -450,14 +459,9 @@ class CommitLog:
         that order, without ``success``); 0 for BLANK (end of file); -1 if invalid (bad magic,
         CRC, sizes) -> end of valid data. Reads only the head fields dispatch uses, and the
         tags code as CommitLog.checkMessageAndReturnSize computes it (``tags_code_of``)."""
-        n = len(buf)
-        if pos + 8 > n:
-            return -1
-        total, magic = _BLANK.unpack_from(buf, pos)
-        if magic == BLANK_MAGIC_CODE:
-            return 0
-        if (magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2) or total < 91 or pos + total > n:
-            return -1
+        total, magic = _record_head(buf, pos)
+        if total <= 0:
+            return total
         end = pos + total
         # one unpack for the usual IPv4 head (the sysFlag is read with it), again if it is IPv6
         crc, queue_id, queue_offset, phy, sys_flag, store_ts, prepared, body_len = _DISPATCH_V4.unpack_from(buf, pos)

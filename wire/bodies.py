@@ -555,16 +555,8 @@ class LockBatchRequestBody(Body):
 
 
 @dataclass(slots=True)
-class UnlockBatchRequestBody(Body):
-    consumerGroup: str = ""
-    clientId: str = ""
-    mqSet: list[MessageQueue] = field(default_factory=list)
-
-    @classmethod
-    def from_json_obj(cls, obj: Any) -> "UnlockBatchRequestBody":
-        obj = _obj(obj, cls.__name__)
-        return cls(consumerGroup=as_str(obj.get("consumerGroup"), ""), clientId=as_str(obj.get("clientId"), ""),
-                   mqSet=_mq_set(obj.get("mqSet"), "mqSet"))
+class UnlockBatchRequestBody(LockBatchRequestBody):
+    """Java's UnlockBatchRequestBody has LockBatchRequestBody's fields (no onlyThisBroker in 4.9)."""
 
 
 @dataclass(slots=True)

@@ -2,6 +2,7 @@
 lock/abort files, reads by time/key/offset."""
 from __future__ import annotations
 
+import struct
 import threading
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from store.commitlog import MessageExtBrokerInner, PutMessageStatus
 from store.config import MessageStoreConfig
 from store.message_store import DefaultMessageStore, GetMessageStatus, StoreLockError, TagsMessageFilter
-from wire.message import decode_messages, java_string_hash
+from wire.message import MAGIC_CODE_V2, decode_messages, encode_record, java_string_hash
 
 
 def _cfg(root, **kw):
@@ -255,3 +256,23 @@ def test_small_queries(store):
     assert "Q" in store.get_topics()
     assert store.delete_topics({"Q"}) == 1
     assert store.get_max_offset_in_queue("Q", 1) == 0 and "Q" not in store.get_topics()
+
+
+
+def test_v2_magic_records_are_walked_like_v1(store):
+    """5.x writes topics over 127 bytes (POP retry topics reach 255) with the v2 magic and a
+    2-byte topic length; recovery and dispatch of such a store must walk those records too
+    (4.9.x itself refuses to write them: MESSAGE_ILLEGAL)."""
+    topic = "%RETRY%" + "g" * 200
+    rec = encode_record(queue_id=1, flag=0, queue_offset=7, physical_offset=0, sys_flag=0,
+                        born_timestamp=1, born_ip=b"\x7f\0\0\1", born_port=1, store_timestamp=2,
+                        store_ip=b"\x7f\0\0\1", store_port=10911, reconsume_times=0,
+                        prepared_transaction_offset=0, body=b"body", topic=topic,
+                        properties={"TAGS": "A", "KEYS": "k1"})
+    assert struct.unpack_from(">I", rec, 4)[0] == MAGIC_CODE_V2
+    buf = rec + bytes(8)
+    assert store.commit_log.validate_record(buf, 0) == len(rec)
+    info = store.commit_log.dispatch_info(buf, 0)
+    assert isinstance(info, tuple) and topic in info and 7 in info
+    assert store.commit_log.dispatch_info(bytes(4) + rec[4:] + bytes(8), 0) == -1  # bad size
+    assert store.put_message(MessageExtBrokerInner(topic, 0, b"x")).putMessageStatus.name == "MESSAGE_ILLEGAL"
