@@ -4,10 +4,18 @@
 Generates a store of ``--size`` bytes (default 1 GiB) of ~1 KiB messages written with
 wire/message.py's encoder straight into commit-log files (RocketMQ's layout: 20-digit names,
 BLANK end-of-file record), then measures, on warm page cache:
-  raw read        sequential readinto of every file (the physical limit, one core)
+  raw read        sequential reads of every file: from the page cache, and from the disk with
+                  O_DIRECT (the physical limit a cold scan faces), one core
   reader          spark.scan -> Arrow batches in this process (one core), several option sets
-  spark local[N]  spark.read.format("rocketmq") aggregated on N cores (rows cross into the JVM)
-and prints MB/s and MB/s per core, and each rate as a fraction of the raw rate.
+  spark local[N]  spark.read.format("rocketmq") on N cores, rows written to Spark's "noop" sink
+                  (how Spark's own benchmarks time a scan: every row is produced, nothing else
+                  is done); also a column selection through .schema(...) and the aggregate
+                  query of earlier tables
+  spark ceiling   the same Spark path fed one already-decoded batch over and over: what Spark
+                  alone costs to take a Python data source's Arrow batches into rows, i.e. the
+                  best any Python reader could reach on this machine
+and prints MB/s and MB/s per core, each per-core rate as a fraction of the raw rates, and for
+the Spark scans the CPU seconds spent in the JVM and in the Python workers.
 
     .venv/bin/python scripts/bench_spark.py [--size BYTES] [--dir DIR] [--cores N] [--keep]
 """
@@ -117,7 +125,88 @@ def reader_scan(root: Path, **kw) -> tuple[float, int]:
     return time.perf_counter() - t, rows
 
 
-def spark_scan(spark, root: Path, **opts) -> tuple[float, int]:
+def _tree_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) of this process's descendants: the JVM and the Python workers."""
+    hz = os.sysconf("SC_CLK_TCK")
+    procs = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                rest = fh.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                exe = os.path.basename(fh.read().split(b"\0", 1)[0]).decode(errors="replace")
+        except OSError:
+            continue
+        procs[int(pid)] = (int(rest[1]), (int(rest[11]) + int(rest[12])) / hz, exe)
+    out = {"jvm": 0.0, "python": 0.0}
+    me = os.getpid()
+    for pid, (_ppid, cpu, exe) in procs.items():
+        p, hops = pid, 0
+        while p in procs and p != me and hops < 64:  # walk up: is ``pid`` below this process?
+            p, hops = procs[p][0], hops + 1
+        if p == me and pid != me:
+            out["jvm" if exe == "java" else "python"] += cpu
+    return out
+
+
+def _timed(action) -> tuple[float, dict[str, float]]:
+    c0 = _tree_cpu()
+    t = time.perf_counter()
+    action()
+    dt = time.perf_counter() - t
+    c1 = _tree_cpu()
+    return dt, {k: c1[k] - c0.get(k, 0.0) for k in c1}
+
+
+def spark_scan(spark, root: Path, schema: str | None = None, **opts) -> tuple[float, dict[str, float]]:
+    """Every row of the commit log into Spark's noop sink."""
+    from spark.session import read
+    if schema is None:
+        df = read(spark, root, "commitlog", **opts)
+    else:
+        df = spark.read.format("rocketmq").schema(schema).options(**opts).load(str(root))
+    return _timed(lambda: df.write.format("noop").mode("overwrite").save())
+
+
+def spark_ceiling(spark, root: Path, messages: int, parts: int) -> tuple[float, dict[str, float]]:
+    """Spark's own cost of a Python data source's rows: a source whose tasks yield one decoded
+    batch of this store again and again (no decoding at all), as many rows as the store has."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+    from spark import scan
+    from spark.schemas import COMMITLOG_SCHEMA
+    store = str(root)
+
+    class ReplayReader(DataSourceReader):
+        def partitions(self):
+            return [InputPartition(i) for i in range(parts)]
+
+        def read(self, partition):
+            batch = next(scan.scan_commitlog(scan.plan_commitlog(store)[0]))
+            rows = messages // parts + (1 if partition.value < messages % parts else 0)
+            while rows > 0:
+                yield batch if rows >= batch.num_rows else batch.slice(0, rows)
+                rows -= batch.num_rows
+
+    class Replay(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "rmqd_bench_replay"
+
+        def schema(self):
+            return COMMITLOG_SCHEMA
+
+        def reader(self, schema):
+            return ReplayReader()
+
+    spark.dataSource.register(Replay)
+    df = spark.read.format("rmqd_bench_replay").load()
+    return _timed(lambda: df.write.format("noop").mode("overwrite").save())
+
+
+def spark_query(spark, root: Path, **opts) -> tuple[float, int]:
+    """The aggregate of earlier tables (sort-based: it takes the max of a string column)."""
     from pyspark.sql import functions as F
     from spark.session import read
     df = read(spark, root, "commitlog", **opts)
@@ -157,30 +246,49 @@ def main(argv: list[str] | None = None) -> int:
             dt, r = reader_scan(root, **kw)
             assert r == n, (r, n)
             rows.append((label, 1, dt, disk, r))
+        spark_cpu = []
         if not a.no_spark:
             from spark.session import get_session
-            spark = get_session(f"local[{a.cores}]", "rmqd-bench", driver_memory="1g")
+            spark = get_session(f"local[{a.cores}]", "rmqd-bench", driver_memory="2g")
             split = str(max(32 * MiB, disk // (a.cores * 4)))
-            spark_scan(spark, root, splitSize=split, body="false", checkCrc="false")  # warm the JVM / workers
-            for label, opts in [("spark: all columns + crc", {}),
-                                ("spark: no body, no crc", {"body": "false", "checkCrc": "false"})]:
-                dt, r = spark_scan(spark, root, splitSize=split, **opts)
-                assert r == n, (r, n)
-                rows.append((f"{label} local[{a.cores}]", a.cores, dt, disk, r))
+            parts = len(range(0, disk, int(split)))
+            for _ in range(2):  # warm the JVM (class loading, JIT) and the Python workers
+                spark_scan(spark, root, splitSize=split)
+            selected = ("topic STRING, queueId INT, queueOffset BIGINT, storeTimestamp BIGINT, keys STRING, "
+                        "bodyLength INT")
+            for label, run in [
+                ("spark: scan, all columns + crc", lambda: spark_scan(spark, root, splitSize=split)),
+                ("spark: scan, no body, no crc",
+                 lambda: spark_scan(spark, root, splitSize=split, body="false", checkCrc="false")),
+                ("spark: scan, 6 columns by .schema(...)", lambda: spark_scan(spark, root, selected, splitSize=split)),
+                ("spark ceiling: a decoded batch replayed", lambda: spark_ceiling(spark, root, n, parts)),
+            ]:
+                dt, cpu = min((run() for _ in range(2)), key=lambda x: x[0])
+                rows.append((f"{label}, local[{a.cores}]", a.cores, dt, disk, n))
+                spark_cpu.append((label, cpu))
+            dt, r = spark_query(spark, root, splitSize=split)
+            assert r == n, (r, n)
+            rows.append((f"spark: aggregate query, local[{a.cores}]", a.cores, dt, disk, r))
             spark.stop()
         print()
         disk_rate = direct[1] / MiB / direct[0] if direct is not None else None
-        print(f"| {'what':<34} | cores | {'seconds':>7} | {'MB/s':>7} | {'MB/s/core':>9} | {'x raw':>5} | "
+        w = max(len(r[0]) for r in rows)
+        print(f"| {'what':<{w}} | cores | {'seconds':>7} | {'MB/s':>7} | {'MB/s/core':>9} | {'x raw':>5} | "
               f"{'x disk':>6} | {'msgs/s':>9} |")
-        print(f"|{'-' * 36}|-------|{'-' * 9}|{'-' * 9}|{'-' * 11}|{'-' * 7}|{'-' * 8}|{'-' * 11}|")
+        print(f"|{'-' * (w + 2)}|-------|{'-' * 9}|{'-' * 9}|{'-' * 11}|{'-' * 7}|{'-' * 8}|{'-' * 11}|")
         for label, cores, dt, nbytes, msgs in rows:
             rate = nbytes / MiB / dt
             x_disk = f"{rate / cores / disk_rate:>6.2f}" if disk_rate else f"{'-':>6}"
-            print(f"| {label:<34} | {cores:>5} | {dt:>7.2f} | {rate:>7.0f} | {rate / cores:>9.0f} | "
-                  f"{rate / cores / raw:>5.2f} | {x_disk} | {msgs / dt:>9.0f} |")
+            print(f"| {label:<{w}} | {cores:>5} | {dt:>7.2f} | {rate:>7.0f} | {rate / cores:>9.0f} | "
+                  f"{rate / cores / raw:>5.3f} | {x_disk} | {msgs / dt:>9.0f} |")
         print(f"\nMB = MiB of commit-log files ({disk / MiB:.0f} MiB); every scan reads the page cache; "
               f"x raw = per-core rate / page-cache raw rate (first row); x disk = per-core rate / "
               f"O_DIRECT disk rate (second row), the limit a cold read of the store faces.")
+        if spark_cpu:
+            print(f"\n| {'CPU seconds for the whole store':<{w}} | {'JVM':>6} | {'Python':>6} |")
+            print(f"|{'-' * (w + 2)}|{'-' * 8}|{'-' * 8}|")
+            for label, cpu in spark_cpu:
+                print(f"| {label:<{w}} | {cpu['jvm']:>6.2f} | {cpu['python']:>6.2f} |")
     finally:
         if not a.keep:
             shutil.rmtree(root.parent, ignore_errors=True)

@@ -16,6 +16,14 @@ Options (case-insensitive):
   maxHashSlotNum, maxIndexNum        index geometry (default: inferred from the file size)
   mappedFileSizeConsumeQueue         consume-queue file size for the checks (default: inferred)
 
+Column pruning: Spark does not tell a Python data source which columns a query uses, so every
+column of the kind's schema is computed and crosses into the JVM. A query that needs only some
+gives them as a schema, ``spark.read.format("rocketmq").schema("topic STRING, queueOffset
+BIGINT, keys STRING").load(path)``: any subset of the kind's columns (names as in
+spark/schemas.py, case-insensitive; same types), in any order. Columns not named are never
+computed (no CRC without ``crc_ok``, no body copy without ``body``, no properties parsing
+without ``properties``/``tags``/``keys``/``uniqKey``), which is several times faster.
+
 Partitions are planned on the driver from file names and sizes only; executors open the files
 themselves, so on a cluster the store path must be readable at the same path on every executor
 (a shared or replicated file system) and the rmqd packages (spark, store, wire) must be shipped,
@@ -28,11 +36,12 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from spark import scan
-from spark.schemas import SCHEMAS
+from spark.schemas import ARROW_SCHEMAS, SCHEMAS
 
 KINDS = ("commitlog", "consumequeue", "index", "problems")
 
@@ -104,7 +113,33 @@ class RocketMQDataSource(DataSource):
         return SCHEMAS[parse_options(self.options).kind]
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return RocketMQReader(parse_options(self.options))
+        o = parse_options(self.options)
+        return RocketMQReader(o, output_schema(o.kind, schema))
+
+
+def output_schema(kind: str, schema: StructType | None) -> pa.Schema:
+    """The Arrow schema the reader yields for the schema Spark passes: the kind's own, or a
+    user-specified subset of its columns (checked here, on the driver, so a wrong name or type
+    is one clear error before any task runs)."""
+    full = SCHEMAS[kind]
+    if schema is None or schema == full:
+        return ARROW_SCHEMAS[kind]
+    ours = {f.name.lower(): f for f in full.fields}
+    seen: set[str] = set()
+    for f in schema.fields:
+        g = ours.get(f.name.lower())
+        if g is None:
+            raise ValueError(f"rocketmq data source: kind {kind} has no column {f.name!r}; "
+                             f"columns: {', '.join(full.fieldNames())}")
+        if g.name in seen:
+            raise ValueError(f"rocketmq data source: column {g.name!r} is named twice in the schema")
+        seen.add(g.name)
+        if f.dataType != g.dataType:
+            raise ValueError(f"rocketmq data source: column {g.name} is {g.dataType.simpleString()}, "
+                             f"not {f.dataType.simpleString()}")
+        if g.nullable and not f.nullable:
+            raise ValueError(f"rocketmq data source: column {g.name} can be null; declare it nullable")
+    return to_arrow_schema(schema, timezone="UTC")
 
 
 class _Part(InputPartition):
@@ -137,10 +172,21 @@ def plan_partitions(o: _Options) -> list[_Part]:
     return parts
 
 
-def read_partition(o: _Options, part: _Part) -> Iterator[pa.RecordBatch]:
+def read_partition(o: _Options, part: _Part, schema: pa.Schema | None = None) -> Iterator[pa.RecordBatch]:
+    """Batches of one partition, with the columns of ``schema`` (default: the kind's own)."""
     w, p = part.what, part.payload
     if w == "commitlog":
-        return scan.scan_commitlog(p, read_body=o.read_body, check_crc=o.check_crc, batch_rows=o.batch_rows)
+        return scan.scan_commitlog(p, read_body=o.read_body, check_crc=o.check_crc, batch_rows=o.batch_rows,
+                                   schema=schema)
+    batches = _read_other(o, w, p)
+    if schema is None or schema.equals(batches_schema := ARROW_SCHEMAS[o.kind]):
+        return batches
+    names = {n.lower(): n for n in batches_schema.names}
+    return (pa.RecordBatch.from_arrays([b.column(names[f.name.lower()]) for f in schema], schema=schema)
+            for b in batches)
+
+
+def _read_other(o: _Options, w: str, p) -> Iterator[pa.RecordBatch]:
     if w == "check-commitlog":
         return scan.check_commitlog(p, batch_rows=o.batch_rows)
     if w == "consumequeue":
@@ -155,8 +201,9 @@ def read_partition(o: _Options, part: _Part) -> Iterator[pa.RecordBatch]:
 
 
 class RocketMQReader(DataSourceReader):
-    def __init__(self, options: _Options) -> None:
+    def __init__(self, options: _Options, schema: pa.Schema | None = None) -> None:
         self.o = options
+        self.schema = schema
 
     def partitions(self) -> list[InputPartition]:
         parts = plan_partitions(self.o)
@@ -166,4 +213,4 @@ class RocketMQReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition.what == "empty":
             return iter(())
-        return read_partition(self.o, partition)
+        return read_partition(self.o, partition, self.schema)

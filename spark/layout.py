@@ -23,8 +23,11 @@ __all__ = [
     "numpy_dtype", "CQ_DTYPE", "INDEX_HEADER_DTYPE", "INDEX_ENTRY_DTYPE", "SLOT_DTYPE", "RecordPositions",
     "record_positions", "MAGIC_CODE_V1", "MAGIC_CODE_V2", "BLANK_MAGIC_CODE", "MessageSysFlag",
     "CQ_STORE_UNIT_SIZE", "INDEX_HEADER_SIZE", "INDEX_ENTRY_SIZE", "HASH_SLOT_SIZE", "INT_MAX",
-    "SCHEDULE_TOPIC", "index_file_size", "MIN_RECORD_SIZE",
+    "SCHEDULE_TOPIC", "index_file_size", "MIN_RECORD_SIZE", "NP_CODE", "head_dtype", "HEAD_DTYPE_V4",
 ]
+
+# struct codes of RECORD_FIELDS -> big-endian numpy scalar types
+NP_CODE = {"i": ">i4", "I": ">u4", "q": ">i8", "h": ">i2"}
 
 
 def numpy_dtype(layout: Struct) -> np.dtype:
@@ -81,3 +84,21 @@ V4 = POSITIONS[(False, False)]
 MIN_RECORD_SIZE = V4.head_size + 3
 # fields whose position does not depend on the host sizes (everything before the born host)
 FIXED_FIELDS = tuple(n for n, _t, _c in RECORD_FIELDS[:RECORD_FIELDS.index(next(f for f in RECORD_FIELDS if f[0] == "born_ip"))])
+
+
+def head_dtype(p: RecordPositions) -> np.dtype:
+    """The whole record head of one host-size combination as one packed numpy record (hosts as
+    byte arrays): an array of these with a stride of one byte over a mapped file lets a single
+    fancy index copy the heads of a whole batch, instead of one gather per field."""
+    names, formats, offsets = [], [], []
+    for name, _t, _c in RECORD_FIELDS:
+        code = p.code[name]
+        names.append(name)
+        offsets.append(p.pos[name])
+        formats.append(("u1", (struct.calcsize(code),)) if code.endswith("s") else NP_CODE[code])
+    dt = np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": p.head_size})
+    assert dt.itemsize == p.head_size
+    return dt
+
+
+HEAD_DTYPE_V4 = head_dtype(V4)

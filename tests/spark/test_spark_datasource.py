@@ -79,3 +79,29 @@ def test_missing_store_is_a_clear_error(spark, tmp_path):
         read(spark, tmp_path / "absent", "commitlog").count()
     (tmp_path / "empty").mkdir()
     assert read(spark, tmp_path / "empty", "commitlog").count() == 0
+
+
+def test_user_schema_selects_columns(spark):
+    """.schema(...) with a subset of the columns (any order, any case) is Spark's only way to
+    prune a Python data source: the rows equal those columns of the full read."""
+    store = str(CLEAN / "store")
+    ddl = "offsetMsgId STRING, QUEUEOFFSET BIGINT, topic STRING, keys STRING, crc_ok BOOLEAN, properties MAP<STRING, STRING>"
+    slim = spark.read.format("rocketmq").schema(ddl).load(store)
+    assert slim.columns == ["offsetMsgId", "QUEUEOFFSET", "topic", "keys", "crc_ok", "properties"]
+    full = read(spark, CLEAN / "store", "commitlog").select("offsetMsgId", "queueOffset", "topic", "keys", "crc_ok",
+                                                           "properties")
+    assert sorted(map(tuple, slim.collect())) == sorted(map(tuple, full.collect()))
+    assert slim.count() == 2061 and slim.where("crc_ok").count() == 2061
+    cq = spark.read.format("rocketmq").option("kind", "consumequeue").schema("tagsCode BIGINT, topic STRING").load(store)
+    assert cq.columns == ["tagsCode", "topic"] and cq.count() == read(spark, CLEAN / "store", "consumequeue").count()
+
+
+@pytest.mark.parametrize("ddl, message", [
+    ("topic STRING, nosuch INT", "has no column 'nosuch'"),
+    ("queueId BIGINT", "queueId is int, not bigint"),
+    ("topic STRING, TOPIC STRING", "named twice"),
+    ("tags STRING NOT NULL", "tags can be null"),
+])
+def test_user_schema_errors_are_clear(spark, ddl, message):
+    with pytest.raises(Exception, match=message):
+        spark.read.format("rocketmq").schema(ddl).load(str(CLEAN / "store")).count()
