@@ -8,9 +8,13 @@ from __future__ import annotations
 import os
 import sys
 
+from typing import Iterable
+
 from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
 
 from spark.datasource import RocketMQDataSource
+from spark.schemas import SCHEMAS
 
 
 def get_session(master: str | None = None, app_name: str = "rmqd-spark", *,
@@ -42,9 +46,13 @@ def get_session(master: str | None = None, app_name: str = "rmqd-spark", *,
     return spark
 
 
-def read(spark: SparkSession, store: str, kind: str, **options: str):
-    """``spark.read.format("rocketmq")`` with ``kind`` and string options."""
+def read(spark: SparkSession, store: str, kind: str, columns: Iterable[str] | None = None, **options: str):
+    """``spark.read.format("rocketmq")`` with ``kind`` and string options; ``columns`` names the
+    only columns to produce (passed as a schema: the rest are never computed)."""
     r = spark.read.format("rocketmq").option("kind", kind)
+    if columns is not None:
+        full = SCHEMAS[kind]
+        r = r.schema(StructType([full[c] for c in columns]))
     for k, v in options.items():
         r = r.option(k, str(v))
     return r.load(str(store))

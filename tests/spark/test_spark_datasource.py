@@ -92,6 +92,7 @@ def test_user_schema_selects_columns(spark):
                                                            "properties")
     assert sorted(map(tuple, slim.collect())) == sorted(map(tuple, full.collect()))
     assert slim.count() == 2061 and slim.where("crc_ok").count() == 2061
+    assert read(spark, CLEAN / "store", "commitlog", columns=["keys", "topic"]).columns == ["keys", "topic"]
     cq = spark.read.format("rocketmq").option("kind", "consumequeue").schema("tagsCode BIGINT, topic STRING").load(store)
     assert cq.columns == ["tagsCode", "topic"] and cq.count() == read(spark, CLEAN / "store", "consumequeue").count()
 
