@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from spark import layout as L
 from spark.schemas import ARROW_SCHEMAS
-from wire.message import format_socket_address
+from wire.message import create_offset_msg_id, format_socket_address
 
 try:  # ISA-L's CRC-32 (same polynomial and values as zlib's) is ~3.5x faster on 1 KiB bodies
     from isal.isal_zlib import crc32
@@ -633,29 +633,26 @@ def commitlog_batch(buf, u8: np.ndarray, split: CommitLogSplit, positions: list[
         m, (tags, keys, uniq) = properties_columns(props_str, with_map="properties" in want)
         props = {"properties": m, "tags": tags, "keys": keys, "uniqKey": uniq}
 
-    def host(which: str) -> pa.Array:
-        if not d.v6:
-            return _hosts(d.heads[f"{which}_ip"], f[f"{which}_port"])
+    def ips(which: str) -> list[bytes]:
+        # batches with IPv6 hosts: each record's host bytes, 4 or 16 by its own sysFlag bit
         flag = L.MessageSysFlag.BORNHOST_V6_FLAG if which == "born" else L.MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
-        out = []
-        for i in range(n):
-            p = int(d.ip_pos[which][i])
-            ip = bytes(u8[p:p + (16 if f["sys_flag"][i] & flag else 4)])
-            out.append(format_socket_address(ip, int(f[f"{which}_port"][i]))[1:])
-        return pa.array(out, pa.string())
+        return [bytes(u8[p:p + (16 if sf & flag else 4)])
+                for p, sf in zip(d.ip_pos[which].tolist(), f["sys_flag"].tolist())]
+
+    def host(which: str) -> pa.Array:
+        port = f[f"{which}_port"]
+        if not d.v6:
+            return _hosts(d.heads[f"{which}_ip"], port)
+        return pa.array([format_socket_address(ip, p)[1:] for ip, p in zip(ips(which), port.tolist())], pa.string())
 
     def offset_msg_id() -> pa.Array:
-        # store host ip + port (adjacent in the record) + the PHYSICALOFFSET field, as hex
         if not d.v6:
+            # store host ip + port (adjacent in the record) + the PHYSICALOFFSET field, as hex
             hb = d.heads.view(np.uint8).reshape(n, L.HEAD_DTYPE_V4.itemsize)
             sp, pp = L.V4.pos["store_ip"], L.V4.pos["physical_offset"]
             return _hex_upper(np.concatenate([hb[:, sp:sp + 8], hb[:, pp:pp + 8]], axis=1))
-        ids = []
-        for i in range(n):
-            p = int(d.ip_pos["store"][i])
-            ip = bytes(u8[p:p + (16 if f["sys_flag"][i] & L.MessageSysFlag.STOREHOSTADDRESS_V6_FLAG else 4)])
-            ids.append((ip + struct.pack(">iq", int(f["store_port"][i]), int(f["physical_offset"][i]))).hex().upper())
-        return pa.array(ids, pa.string())
+        return pa.array(list(map(create_offset_msg_id, ips("store"), f["store_port"].tolist(),
+                                 f["physical_offset"].tolist())), pa.string())
 
     def crc_ok() -> pa.Array:
         if not check_crc:
