@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Commit-log scan rate of spark/ against the raw read speed of the same files, same run.
 
-Generates a store of ``--size`` bytes (default 1 GiB) of ~1 KiB messages written with
+Generates a store of ``--size`` bytes (default 1 GiB) of messages with ``--body-size``-byte bodies
+(default 1 KiB; Spark's cost is mostly per row, so larger messages scan at more MB/s) written with
 wire/message.py's encoder straight into commit-log files (RocketMQ's layout: 20-digit names,
 BLANK end-of-file record), then measures, on warm page cache:
   raw read        sequential reads of every file: from the page cache, and from the disk with
@@ -17,7 +18,7 @@ BLANK end-of-file record), then measures, on warm page cache:
 and prints MB/s and MB/s per core, each per-core rate as a fraction of the raw rates, and for
 the Spark scans the CPU seconds spent in the JVM and in the Python workers.
 
-    .venv/bin/python scripts/bench_spark.py [--size BYTES] [--dir DIR] [--cores N] [--keep]
+    .venv/bin/python scripts/bench_spark.py [--size BYTES] [--body-size BYTES] [--dir DIR] [--cores N] [--keep]
 """
 from __future__ import annotations
 
@@ -219,6 +220,7 @@ def spark_query(spark, root: Path, **opts) -> tuple[float, int]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", type=int, default=1024 * MiB, help="bytes of commit-log data (default 1 GiB)")
+    ap.add_argument("--body-size", type=int, default=1024, help="bytes of each message body (default 1 KiB)")
     ap.add_argument("--file-size", type=int, default=1024 * MiB, help="mappedFileSizeCommitLog (default 1 GiB)")
     ap.add_argument("--dir", default=None, help="where to generate (default: a temp dir)")
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 2, help="Spark local[N]")
@@ -228,9 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(a.dir or tempfile.mkdtemp(prefix="rmqd-bench-spark-")) / "store"
     try:
         t = time.perf_counter()
-        n, data = generate(root, a.size, a.file_size)
+        n, data = generate(root, a.size, a.file_size, a.body_size)
         disk = sum(p.stat().st_size for p in (root / "commitlog").iterdir())
-        print(f"generated {n} messages, {data / MiB:.0f} MiB of records in {disk / MiB:.0f} MiB of files "
+        print(f"generated {n} messages ({a.body_size}-byte bodies), {data / MiB:.0f} MiB of records in {disk / MiB:.0f} MiB of files "
               f"({time.perf_counter() - t:.1f} s)")
         raw_read(root)  # warm the page cache: every rate below is from memory
         rows = []

@@ -1,0 +1,163 @@
+"""spark/ unchanged on a cluster: a Spark standalone master and worker on 127.0.0.1, and
+``spark-submit --py-files rmqd.zip spark/cli.py verify|export`` exactly as spark/__init__.py
+documents it.
+
+The driver and the executors run an interpreter that cannot import rmqd from the venv (``-S``
+skips the editable install's .pth; only the third-party packages are put on PYTHONPATH), so
+every rmqd module they use comes from the shipped zip, as on machines where rmqd is not
+installed.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from spark import scan  # noqa: E402
+from support import REPO, free_port  # noqa: E402
+from tests.spark.conftest import CLEAN  # noqa: E402
+
+pytestmark = pytest.mark.timeout(420)
+
+START_TIMEOUT = 90.0
+JOB_TIMEOUT = 240.0
+
+
+def _spark_home() -> Path:
+    import pyspark
+    return Path(pyspark.__file__).resolve().parent
+
+
+def _python_without_rmqd(tmp: Path) -> Path:
+    """A wrapper around this interpreter that sees numpy/pyarrow/pyspark but not rmqd."""
+    site = sysconfig.get_paths()["purelib"]
+    w = tmp / "python-no-rmqd"
+    w.write_text("#!/bin/sh\n"
+                 f'PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{site}" exec "{sys.executable}" -S "$@"\n')
+    w.chmod(0o755)
+    return w
+
+
+def _rmqd_zip(tmp: Path) -> Path:
+    """The documented ``zip -qr rmqd.zip spark store wire``, made without the zip tool."""
+    out = tmp / "rmqd.zip"
+    with zipfile.ZipFile(out, "w") as z:
+        for pkg in ("spark", "store", "wire"):
+            for p in sorted((REPO / pkg).rglob("*.py")):
+                z.write(p, p.relative_to(REPO).as_posix())
+    return out
+
+
+def _start(cmd: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
+    fh = open(log, "wb")
+    try:
+        return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    finally:
+        fh.close()
+
+
+def _wait_for(log: Path, needle: str, proc: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if needle in text:
+            return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.5)
+    pytest.fail(f"{what} did not start ({needle!r} not in its log):\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """(master URL, env for spark-submit, workdir): one master, one 2-core worker, both stopped after."""
+    if shutil.which("java") is None:
+        if os.environ.get("RMQD_REQUIRE_ALL"):
+            pytest.fail("no Java on this machine: Spark needs Java 17")
+        pytest.skip("no Java on this machine")
+    tmp = tmp_path_factory.mktemp("cluster")
+    home = _spark_home()
+    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(tmp),
+               SPARK_DAEMON_MEMORY="384m", SPARK_WORKER_DIR=str(tmp / "work"))
+    env.pop("PYTHONPATH", None)
+    port = free_port()
+    url = f"spark://127.0.0.1:{port}"
+    spark_class = str(home / "bin" / "spark-class")
+    master = _start([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                     "--port", str(port), "--webui-port", str(free_port())], tmp / "master.log", env)
+    worker = None
+    try:
+        _wait_for(tmp / "master.log", "I have been elected leader", master, "the Spark master")
+        worker = _start([spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                         "--cores", "2", "--memory", "1g", "--webui-port", str(free_port()),
+                         "--work-dir", str(tmp / "work"), url], tmp / "worker.log", env)
+        _wait_for(tmp / "worker.log", "Successfully registered with master", worker, "the Spark worker")
+        py = _python_without_rmqd(tmp)
+        env = dict(env, PYSPARK_PYTHON=str(py), PYSPARK_DRIVER_PYTHON=str(py))
+        yield url, env, tmp
+    finally:
+        if worker is not None:
+            _stop(worker)
+        _stop(master)
+
+
+def _submit(cluster, *args: str) -> subprocess.CompletedProcess:
+    url, env, tmp = cluster
+    rmqd_zip = _rmqd_zip(tmp)
+    cmd = [str(_spark_home() / "bin" / "spark-submit"), "--master", url, "--py-files", str(rmqd_zip),
+           "--driver-memory", "512m", "--executor-memory", "512m", "--total-executor-cores", "2",
+           "--conf", "spark.ui.enabled=false", str(REPO / "spark" / "cli.py"), *args]
+    return subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, errors="replace",
+                          timeout=JOB_TIMEOUT)
+
+
+def test_the_interpreter_cannot_import_rmqd_by_itself(cluster):
+    _url, env, tmp = cluster
+    r = subprocess.run([env["PYSPARK_PYTHON"], "-c", "import pyspark, pyarrow, numpy\nimport spark.scan"],
+                       cwd=tmp, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "No module named 'spark'" in r.stderr, r.stderr
+
+
+def test_verify_through_spark_submit(cluster):
+    r = _submit(cluster, "verify", str(CLEAN / "store"), "--split-size", "300000")
+    assert r.returncode == 0, r.stdout + r.stderr[-4000:]
+    # the summary table: every check with its count from the clean fixture (see test_spark_verify)
+    assert "record integrity" in r.stdout and "2061" in r.stdout, r.stdout
+    assert "4117" in r.stdout, r.stdout
+
+
+def test_export_through_spark_submit(cluster, tmp_path):
+    out = tmp_path / "out"
+    r = _submit(cluster, "export", str(CLEAN / "store"), str(out), "--format", "parquet", "--kind", "commitlog")
+    assert r.returncode == 0, r.stdout + r.stderr[-4000:]
+    assert "2061" in r.stdout, r.stdout
+    cols = ["physicalOffset", "topic", "queueId", "queueOffset", "body"]
+    t = pq.read_table(out / "commitlog", columns=cols)
+    direct = pa.Table.from_batches([b.select(cols) for sp in scan.plan_commitlog(CLEAN / "store")
+                                    for b in scan.scan_commitlog(sp)])
+    assert t.num_rows == direct.num_rows == 2061
+    assert t.sort_by("physicalOffset").to_pylist() == direct.sort_by("physicalOffset").to_pylist()
+
