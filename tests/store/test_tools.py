@@ -187,3 +187,28 @@ def test_dump_bodies_match_what_the_client_sent() -> None:
     assert seen >= 10
     with pytest.raises(ValueError):
         next(dump(CLEAN / "store", None, 1))
+
+
+def test_record_ending_at_the_last_byte_of_a_file(tmp_path: Path) -> None:
+    """RocketMQ always leaves room for a BLANK record, but a copied or truncated store can end a
+    record on a file's last byte: verify reads it whole and goes on into the next file."""
+    from wire.message import encode_record
+    cl = tmp_path / "store" / "commitlog"
+    cl.mkdir(parents=True)
+
+    def rec(i: int, phys: int) -> bytes:
+        return encode_record(queue_id=0, flag=0, queue_offset=i, physical_offset=phys, sys_flag=0,
+                             born_timestamp=1, born_ip="10.0.0.2", born_port=1, store_timestamp=2,
+                             store_ip="10.0.0.1", store_port=10911, reconsume_times=0,
+                             prepared_transaction_offset=0, body=b"x" * 10, topic="T", properties={"KEYS": f"k{i}"})
+    first = b"".join(rec(i, i * len(rec(0, 0))) for i in range(3))  # same size each: exactly three fill it
+    size = len(first)
+    (cl / f"{0:020d}").write_bytes(first)
+    (cl / f"{size:020d}").write_bytes(rec(3, size).ljust(size, b"\0"))
+    assert verify(tmp_path / "store") == []
+    # and the next file is still checked: end of data at 0, then a record 8 bytes in, whose first
+    # non-zero byte is the low byte of its 4-byte size (offset 8 + 3)
+    (cl / f"{size:020d}").write_bytes((b"\0" * 8 + rec(3, size)).ljust(size, b"\0"))
+    probs = verify(tmp_path / "store")
+    assert [(Path(p.file).name, p.offset) for p in probs] == [(f"{size:020d}", 11)], probs
+    assert "after the end of data" in probs[0].message
