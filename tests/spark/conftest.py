@@ -28,14 +28,19 @@ def copy_store(src: Path, dst: Path) -> Path:
     return out
 
 
+def require_java() -> None:
+    """Spark needs Java 17: under the test command its absence fails; a bare pytest skips."""
+    if shutil.which("java") is None:
+        if os.environ.get("RMQD_REQUIRE_ALL"):
+            pytest.fail("no Java on this machine: PySpark needs Java 17")
+        pytest.skip("no Java on this machine: PySpark needs Java 17")
+
+
 @pytest.fixture(scope="module")
 def spark():
     """local[2], small memory, quiet; stopped at the end of the module."""
     pytest.importorskip("pyspark")
-    if shutil.which("java") is None:
-        if os.environ.get("RMQD_REQUIRE_ALL"):
-            pytest.fail("no Java on this machine: PySpark needs Java 17")
-        pytest.skip("no Java on this machine")
+    require_java()
     from spark.session import get_session
     session = get_session("local[2]", "rmqd-tests", driver_memory="512m",
                           conf={"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "2",

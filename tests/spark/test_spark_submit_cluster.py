@@ -10,7 +10,6 @@ installed.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import sysconfig
 import time
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -28,12 +28,19 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from spark import scan  # noqa: E402
 from support import REPO, free_port  # noqa: E402
-from tests.spark.conftest import CLEAN  # noqa: E402
+from tests.spark.conftest import CLEAN, require_java  # noqa: E402
 
 pytestmark = pytest.mark.timeout(420)
 
 START_TIMEOUT = 90.0
 JOB_TIMEOUT = 240.0
+
+
+class Cluster(NamedTuple):
+    url: str  # spark://127.0.0.1:PORT
+    env: dict[str, str]  # for spark-submit: SPARK_HOME, and PYSPARK_*PYTHON without rmqd
+    workdir: Path
+    rmqd_zip: Path
 
 
 def _spark_home() -> Path:
@@ -93,11 +100,8 @@ def _stop(proc: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """(master URL, env for spark-submit, workdir): one master, one 2-core worker, both stopped after."""
-    if shutil.which("java") is None:
-        if os.environ.get("RMQD_REQUIRE_ALL"):
-            pytest.fail("no Java on this machine: Spark needs Java 17")
-        pytest.skip("no Java on this machine")
+    """One master and one 2-core worker, both stopped after; rmqd zipped once for every job."""
+    require_java()
     tmp = tmp_path_factory.mktemp("cluster")
     home = _spark_home()
     env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(tmp),
@@ -117,27 +121,24 @@ def cluster(tmp_path_factory):
         _wait_for(tmp / "worker.log", "Successfully registered with master", worker, "the Spark worker")
         py = _python_without_rmqd(tmp)
         env = dict(env, PYSPARK_PYTHON=str(py), PYSPARK_DRIVER_PYTHON=str(py))
-        yield url, env, tmp
+        yield Cluster(url, env, tmp, _rmqd_zip(tmp))
     finally:
         if worker is not None:
             _stop(worker)
         _stop(master)
 
 
-def _submit(cluster, *args: str) -> subprocess.CompletedProcess:
-    url, env, tmp = cluster
-    rmqd_zip = _rmqd_zip(tmp)
-    cmd = [str(_spark_home() / "bin" / "spark-submit"), "--master", url, "--py-files", str(rmqd_zip),
+def _submit(cluster: Cluster, *args: str) -> subprocess.CompletedProcess:
+    cmd = [str(_spark_home() / "bin" / "spark-submit"), "--master", cluster.url, "--py-files", str(cluster.rmqd_zip),
            "--driver-memory", "512m", "--executor-memory", "512m", "--total-executor-cores", "2",
            "--conf", "spark.ui.enabled=false", str(REPO / "spark" / "cli.py"), *args]
-    return subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, errors="replace",
+    return subprocess.run(cmd, cwd=cluster.workdir, env=cluster.env, capture_output=True, text=True, errors="replace",
                           timeout=JOB_TIMEOUT)
 
 
 def test_the_interpreter_cannot_import_rmqd_by_itself(cluster):
-    _url, env, tmp = cluster
-    r = subprocess.run([env["PYSPARK_PYTHON"], "-c", "import pyspark, pyarrow, numpy\nimport spark.scan"],
-                       cwd=tmp, env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run([cluster.env["PYSPARK_PYTHON"], "-c", "import pyspark, pyarrow, numpy\nimport spark.scan"],
+                       cwd=cluster.workdir, env=cluster.env, capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "No module named 'spark'" in r.stderr, r.stderr
 
 
