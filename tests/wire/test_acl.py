@@ -60,6 +60,6 @@ def test_sign_then_verify(fields: dict[str, str], body: bytes, ak: str, sk: str)
 
 
 def test_key_order_is_java_treemap_utf16() -> None:
-    # U+FF21 sorts after U+1F600 by code point but before it by UTF-16 code unit (0xD83D).
-    fields = {"\U0001F600": "emoji", "\uFF21": "full"}
-    assert combine_request_content(fields, None) == "fullemoji".encode()
+    # By code point U+FF21 < U+1F600; by UTF-16 code unit (Java) 0xD83D < 0xFF21.
+    fields = {"\uFF21": "full", "\U0001F600": "emoji"}
+    assert combine_request_content(fields, None) == b"emojifull"
