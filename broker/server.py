@@ -51,6 +51,8 @@ MAX_IN_FLIGHT_PER_CONNECTION = 1024
 # Answers the peer does not read yet are queued up to this many bytes before the connection
 # stops reading requests (TCP back-pressure again, instead of buffering without limit).
 MAX_QUEUED_RESPONSE_BYTES = 4 * 1024 * 1024
+# A bad request's remark (and its log line) quotes at most this much of the decoder's message.
+_MAX_REMARK = 1024
 # sendmsg() takes at most IOV_MAX (1024 on Linux) buffers per call.
 _MAX_IOV = 512
 
@@ -447,14 +449,19 @@ class Dispatcher:
 
     @staticmethod
     def _failed(channel: Channel, request: RemotingCommand, exc: Exception) -> RemotingCommand | None:
-        if isinstance(exc, WireError):  # a bad header/body from the peer: RocketMQ's RemotingCommandException
-            log.warning("bad request (code %s from %s): %s", request.code, channel.remote_addr, exc)
+        if isinstance(exc, WireError):
+            # A bad header/body from the peer (RocketMQ's RemotingCommandException): the peer's
+            # fault, not ours, so one warning line and the decoder's own words as the remark -
+            # never a traceback in the log or a Python exception repr on the wire.
+            remark = str(exc)[:_MAX_REMARK] or type(exc).__name__
+            log.warning("bad request (code %s from %s): %s", request.code, channel.remote_addr, remark)
         else:
             log.error("process request exception (code %s from %s)", request.code, channel.remote_addr,
                       exc_info=exc)
+            remark = exception_simple_desc(exc)
         if request.flag & RPC_ONEWAY:
             return None
-        return make_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(exc))
+        return make_response(request, ResponseCode.SYSTEM_ERROR, remark)
 
     @staticmethod
     def _response_parts(request: RemotingCommand, response: RemotingCommand) -> list[bytes | bytearray | memoryview]:

@@ -13,10 +13,12 @@ import shutil
 from typing import Any
 
 from processors.common import (
-    is_system_topic, java_hashmap_order, system_topic_remark, validate_topic, SYSTEM_TOPIC_SET,
+    is_system_topic, java_hashmap_order, system_topic_remark, validate_group, validate_topic, SYSTEM_TOPIC_SET,
 )
+from processors.names import guard_names
 from wire import fastjson
 from wire.codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode, version_desc
+from wire.errors import WireError
 from wire.frame import RemotingCommand, make_response
 
 log = logging.getLogger("rmqd.admin")
@@ -198,7 +200,12 @@ class AdminBrokerProcessor:
         b = self.broker
         if b.message_store_config.brokerRole == "SLAVE":
             return make_response(request, ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
-        b.update_subscription_group_from_body(bytes(request.body or b""))
+        body = bytes(request.body or b"")
+        remark = subscription_group_body_error(body)
+        if remark is not None:  # checked whole before the table is touched (issue 11: a {} body broke it)
+            return make_response(request, ResponseCode.SYSTEM_ERROR, remark)
+        log.info("updateAndCreateSubscriptionGroup called by %s", ctx.channel.remote_addr)
+        b.update_subscription_group_from_body(body)
         return _ok(request)
 
     async def delete_subscription_group(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
@@ -291,7 +298,7 @@ class AdminBrokerProcessor:
         return info
 
     def handlers(self) -> dict[int, Any]:
-        return {
+        return guard_names({
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
@@ -309,7 +316,7 @@ class AdminBrokerProcessor:
             RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
             RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
-        }
+        })
 
 
 def _language(code: int) -> LanguageCode:
@@ -317,6 +324,57 @@ def _language(code: int) -> LanguageCode:
         return LanguageCode(int(code))
     except ValueError:
         return LanguageCode.OTHER
+
+
+#: SubscriptionGroupConfig's typed fields (4.9.8): Java ints and booleans.
+_GROUP_INT_FIELDS = ("retryQueueNums", "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly")
+_GROUP_BOOL_FIELDS = ("consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable",
+                      "notifyConsumerIdsChangedEnable")
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+def subscription_group_body_error(body: bytes) -> str | None:
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP's body, checked whole: None when it is a
+    SubscriptionGroupConfig with a valid groupName and fields of the right types, else why not.
+
+    4.9.8 decodes the body with fastjson and puts whatever comes out in its table (a body
+    without groupName becomes a null key that breaks every later save); rmqd refuses such a
+    body and leaves the table and subscriptionGroup.json as they were."""
+    from wire.bodies import as_bool, as_int
+
+    if not body:
+        return "the subscription group config body is missing"
+    try:
+        obj = fastjson.loads(body.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return f"the subscription group config body is not UTF-8 (byte {exc.start})"
+    except WireError as exc:
+        return f"the subscription group config body is not JSON: {exc}"
+    if not isinstance(obj, dict):
+        return f"the subscription group config body is not a JSON object but {_json_type(obj)}"
+    name = obj.get("groupName")
+    if name is not None and not isinstance(name, str):
+        return f"the subscription group config's groupName is {_json_type(name)}, not a string"
+    remark = validate_group(name)
+    if remark is not None:
+        return remark
+    try:
+        for key in _GROUP_INT_FIELDS:
+            if isinstance(obj.get(key), bool):
+                raise WireError(f"cannot read {obj.get(key)!r} as a number")
+            as_int(obj.get(key), 0, _INT_MIN, _INT_MAX)
+        for key in _GROUP_BOOL_FIELDS:
+            as_bool(obj.get(key))
+    except WireError as exc:
+        return f"the subscription group config's {key} is invalid: {exc}"
+    return None
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(value), "a number")
 
 
 def string_to_properties(text: str) -> dict[str, str]:
@@ -336,4 +394,5 @@ def string_to_properties(text: str) -> dict[str, str]:
     return out
 
 
-__all__ = ["AdminBrokerProcessor", "CONFIG_BLACK_LIST", "human_readable_bytes", "string_to_properties"]
+__all__ = ["AdminBrokerProcessor", "CONFIG_BLACK_LIST", "human_readable_bytes", "string_to_properties",
+           "subscription_group_body_error"]

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, Protocol
 import trio
 
 from processors.common import build_topic_sys_flag, retry_topic
+from processors.names import guard_names
 from wire.codes import LanguageCode, RequestCode, ResponseCode
 from wire.frame import RemotingCommand, make_response
 
@@ -422,8 +423,8 @@ class ClientManageProcessor:
         return make_response(request, ResponseCode.SUCCESS)
 
     def handlers(self) -> dict[int, Any]:
-        return {
+        return guard_names({
             RequestCode.HEART_BEAT: self.heart_beat,
             RequestCode.UNREGISTER_CLIENT: self.unregister_client,
             RequestCode.CHECK_CLIENT_CONFIG: self.check_client_config,
-        }
+        })

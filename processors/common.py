@@ -10,7 +10,6 @@ is the keys' hash-bucket order, not insertion order (the frame capture shows
 
 from __future__ import annotations
 
-import re
 from typing import Iterable, TypeVar
 
 # TopicValidator's topic names: declared once in store.topic_config (re-exported here)
@@ -21,6 +20,7 @@ from store.topic_config import (  # noqa: F401
 )
 # Java HashMap order lives in wire.javamap (one implementation; permutations cached there)
 from wire.javamap import hashmap_capacity, java_hashmap_key_order, java_hashmap_order  # noqa: F401 (re-exported)
+from wire import names as _names
 
 V = TypeVar("V")
 
@@ -28,8 +28,8 @@ V = TypeVar("V")
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 0x8, 0x4, 0x2, 0x1
 
 MASTER_ID = 0
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+RETRY_GROUP_TOPIC_PREFIX = _names.RETRY_GROUP_TOPIC_PREFIX
+DLQ_GROUP_TOPIC_PREFIX = _names.DLQ_GROUP_TOPIC_PREFIX
 FAQ_URL = "http://rocketmq.apache.org/docs/faq/"  # every FAQUrl constant in 4.9.8
 
 
@@ -76,20 +76,11 @@ NOT_ALLOWED_SEND_TOPIC_SET = frozenset({
     RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT,
 })
-_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-TOPIC_MAX_LENGTH = 127
-
-
-def validate_topic(topic: str | None) -> str | None:
-    """TopicValidator.validateTopic(topic, response): None if valid, else the remark
-    (the response code is SYSTEM_ERROR)."""
-    if topic is None or topic.strip() == "":
-        return "The specified topic is blank."
-    if not _VALID_TOPIC.match(topic):
-        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return "The specified topic is longer than topic max length."
-    return None
+# TopicValidator / Validators.checkGroup: declared once in wire.names (the store uses them too)
+TOPIC_MAX_LENGTH = _names.TOPIC_MAX_LENGTH
+validate_topic = _names.topic_remark  # None if valid, else TopicValidator's remark (code SYSTEM_ERROR)
+validate_group = _names.group_remark  # None if valid, else Validators.checkGroup's message
+validate_consumer_group = _names.consumer_group_remark  # checkGroup + its %RETRY%/%DLQ% topics
 
 
 def is_system_topic(topic: str) -> bool:

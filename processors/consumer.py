@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from processors.common import java_hashmap_order
+from processors.names import guard_names
 from wire.codes import RequestCode, ResponseCode
 from wire.frame import RemotingCommand, make_response
 
@@ -107,7 +108,7 @@ class ConsumerManageProcessor:
         return _ok(request, {"offset": str(offset)})
 
     def handlers(self) -> dict[int, Any]:
-        return {
+        return guard_names({
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
             RequestCode.UPDATE_CONSUMER_OFFSET: self.update_consumer_offset,
             RequestCode.QUERY_CONSUMER_OFFSET: self.query_consumer_offset,
@@ -115,4 +116,4 @@ class ConsumerManageProcessor:
             RequestCode.GET_MIN_OFFSET: self.get_min_offset,
             RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset_by_timestamp,
-        }
+        })

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from processors.names import guard_names
 from wire.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue, UnlockBatchRequestBody
 from wire.codes import RequestCode, ResponseCode
 from wire.frame import RemotingCommand, make_response
@@ -136,7 +137,8 @@ class LockProcessor:
         self.manager = manager or RebalanceLockManager()
 
     def handlers(self) -> dict[int, Any]:
-        return {RequestCode.LOCK_BATCH_MQ: self.lock_batch_mq, RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch_mq}
+        return guard_names({RequestCode.LOCK_BATCH_MQ: self.lock_batch_mq,
+                            RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch_mq})
 
     async def lock_batch_mq(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
         body = LockBatchRequestBody.decode(request.body)

@@ -27,6 +27,7 @@ import trio
 from processors.client_manager import SUB_ALL, enum_name, is_tag_type
 from processors.consumer_filter import build_filter_data, registered_filter
 from processors.common import MASTER_ID, java_hashmap_order, perm_readable, suggest_todo
+from processors.names import guard_names
 from wire.codes import RequestCode, ResponseCode
 from wire.frame import RemotingCommand, make_response
 from wire.headers import PullMessageRequestHeader
@@ -422,11 +423,11 @@ class PullMessageProcessor:
         return response, held
 
     def handlers(self) -> dict[int, Any]:
-        return {RequestCode.PULL_MESSAGE: self.pull_message}
+        return guard_names({RequestCode.PULL_MESSAGE: self.pull_message})
 
     def inline_handlers(self) -> dict[int, Any]:
         """PULL_MESSAGE on the server's read loop (see broker.server.InlineHandler)."""
-        return {RequestCode.PULL_MESSAGE: self.pull_message_now}
+        return guard_names({RequestCode.PULL_MESSAGE: self.pull_message_now})
 
 
 def _status_to_code(status: str, request_offset: int) -> int:

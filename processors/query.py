@@ -20,6 +20,7 @@ import logging
 from typing import Any
 
 from processors.common import java_hashmap_order
+from processors.names import guard_names
 from wire.codes import MQVersion, RequestCode, ResponseCode
 from wire.frame import RemotingCommand, make_response
 from wire.headers import ConsumeMessageDirectlyResultRequestHeader, QueryMessageRequestHeader, ViewMessageRequestHeader
@@ -45,11 +46,11 @@ class QueryMessageProcessor:
         self.broker = broker
 
     def handlers(self) -> dict[int, Any]:
-        return {
+        return guard_names({
             RequestCode.QUERY_MESSAGE: self.query_message,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
-        }
+        })
 
     async def query_message(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
         b = self.broker

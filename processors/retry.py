@@ -24,6 +24,7 @@ from processors.common import (
     PERM_READ, PERM_WRITE, build_topic_sys_flag, dlq_topic, java_hashmap_order, perm_writeable, retry_topic,
     suggest_todo,
 )
+from processors.names import guard_names
 from store.commitlog import MessageExtBrokerInner
 from wire.codes import MQVersion, RequestCode, ResponseCode
 from wire.frame import RemotingCommand, make_response
@@ -65,7 +66,7 @@ class ConsumerSendMsgBackProcessor:
         self.broker = broker
 
     def handlers(self) -> dict[int, Any]:
-        return {RequestCode.CONSUMER_SEND_MSG_BACK: self.consumer_send_msg_back}
+        return guard_names({RequestCode.CONSUMER_SEND_MSG_BACK: self.consumer_send_msg_back})
 
     async def consumer_send_msg_back(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
         b = self.broker

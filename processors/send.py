@@ -25,7 +25,8 @@ import trio
 
 from processors.common import (
     AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_READ, PERM_WRITE, build_topic_sys_flag, dlq_topic, java_hashmap_key_order,
-    java_hashmap_order, not_allowed_send_remark, perm_to_string, perm_writeable, suggest_todo, validate_topic, NOT_ALLOWED_SEND_TOPIC_SET,
+    java_hashmap_order, not_allowed_send_remark, perm_to_string, perm_writeable, suggest_todo, validate_group,
+    validate_topic, NOT_ALLOWED_SEND_TOPIC_SET,
     RETRY_GROUP_TOPIC_PREFIX,
 )
 from store.schedule import apply_timer
@@ -214,6 +215,9 @@ class SendMessageProcessor:
         reconsume_times = int(h.reconsumeTimes or 0)
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+            remark = validate_group(group)  # "%RETRY%" alone names no group: never auto-create ""
+            if remark is not None:
+                return self._fail(request, ResponseCode.SYSTEM_ERROR, remark)
             group_config = b.subscription_group_manager.find_subscription_group_config(group)
             if group_config is None:
                 return self._fail(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,

@@ -41,6 +41,7 @@ from processors.common import (
     PERM_READ, PERM_WRITE, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
     java_hashmap_order,
 )
+from processors.names import guard_names
 from store.commitlog import MessageExtBrokerInner
 from wire.codes import RequestCode, ResponseCode
 from wire.frame import RemotingCommand, make_response
@@ -515,7 +516,7 @@ class EndTransactionProcessor:
         self.service = service
 
     def handlers(self) -> dict[int, Any]:
-        return {RequestCode.END_TRANSACTION: self.end_transaction}
+        return guard_names({RequestCode.END_TRANSACTION: self.end_transaction})
 
     async def end_transaction(self, ctx: Any, request: RemotingCommand) -> RemotingCommand | None:
         h = EndTransactionRequestHeader.from_ext(request.ext_fields)

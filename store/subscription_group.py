@@ -14,6 +14,7 @@ from typing import Any
 from store.config_files import SUBSCRIPTION_GROUP_JSON, ConfigManager, config_path, java_map_order
 from store.topic_config import next_version, now_ms
 from wire.bodies import DataVersion, as_bool, as_int, as_str, to_json_obj
+from wire.names import group_remark
 
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 FILTERSRV_CONSUMER_GROUP = "FILTERSRV_CONSUMER"
@@ -100,13 +101,17 @@ class SubscriptionGroupManager(ConfigManager):
     def find_subscription_group_config(self, group: str) -> SubscriptionGroupConfig | None:
         with self._lock:
             cfg = self.subscription_group_table.get(group)
-            if cfg is None and (self.auto_create_subscription_group or is_sys_consumer_group(group)):
+            if cfg is None and group_remark(group) is None and (
+                    self.auto_create_subscription_group or is_sys_consumer_group(group)):
                 cfg = SubscriptionGroupConfig(groupName=group)
                 self.subscription_group_table[group] = cfg
                 self._changed()
             return cfg
 
     def update_subscription_group_config(self, cfg: SubscriptionGroupConfig) -> None:
+        remark = group_remark(cfg.groupName)  # a None/invalid key would break every later save
+        if remark is not None:
+            raise ValueError(f"subscription group config refused: {remark}")
         with self._lock:
             self.subscription_group_table[cfg.groupName] = cfg
             self._changed()

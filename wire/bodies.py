@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -43,20 +44,47 @@ def as_bool(value: Any, default: bool = False) -> bool:
     raise WireError(f"cannot read {value!r} as a boolean")
 
 
-def as_int(value: Any, default: int = 0) -> int:
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
+def as_int(value: Any, default: int = 0, lo: int = _LONG_MIN, hi: int = _LONG_MAX) -> int:
+    """A number field (Java int/long): numbers, numeric strings, finite floats truncated as
+    fastjson does; anything else, or a value outside [lo, hi], is a WireError."""
     if value is None or value == "":
         return default
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
-        return value
-    try:
-        return int(str(value).strip())
-    except ValueError:
+        v = value
+    elif isinstance(value, (dict, list, tuple, set)):
+        raise WireError(f"cannot read a JSON {type(value).__name__} as a number")
+    else:
+        text = str(value).strip()
         try:
-            return int(float(str(value)))
+            v = int(text)
         except ValueError:
-            raise WireError(f"cannot read {value!r} as a number") from None
+            try:
+                f = float(text)
+            except ValueError:
+                raise WireError(f"cannot read {text[:64]!r} as a number") from None
+            if not math.isfinite(f):
+                raise WireError(f"cannot read {text[:64]!r} as a number") from None
+            v = int(f)
+    if v < lo or v > hi:
+        raise WireError(f"number {str(v)[:64]} is out of range [{lo}, {hi}]")
+    return v
+
+
+def as_float(value: Any, default: float = 0.0) -> float:
+    """A double field: a number or numeric text, else a WireError."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, (dict, list, tuple, set)):
+        raise WireError(f"cannot read a JSON {type(value).__name__} as a number")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise WireError(f"cannot read {str(value)[:64]!r} as a number") from None
 
 
 def as_str(value: Any, default: str | None = None) -> str | None:
@@ -64,6 +92,8 @@ def as_str(value: Any, default: str | None = None) -> str | None:
         return default
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, (dict, list, tuple, set)):
+        raise WireError(f"cannot read a JSON {type(value).__name__} as a string")
     return str(value)
 
 
@@ -171,7 +201,13 @@ class Body:
     def decode(cls, data: bytes | bytearray | memoryview | str | None) -> Any:
         if data is None or len(data) == 0:
             return cls.from_json_obj({})
-        text = data if isinstance(data, str) else bytes(data).decode("utf-8", errors="strict")
+        if isinstance(data, str):
+            text = data
+        else:
+            try:
+                text = bytes(data).decode("utf-8", errors="strict")
+            except UnicodeDecodeError as exc:
+                raise WireError(f"{cls.__name__} body is not UTF-8 (byte {exc.start})") from None
         try:
             obj = fastjson.loads(_quote_object_keys(text) if cls._OBJECT_KEYS else text)
         except WireError as exc:
@@ -649,7 +685,7 @@ class ConsumeStats(Body):
             v = _obj(v, "OffsetWrapper")
             table[MessageQueue.from_json_obj(k)] = OffsetWrapper(
                 as_int(v.get("brokerOffset")), as_int(v.get("consumerOffset")), as_int(v.get("lastTimestamp")))
-        return cls(offsetTable=table, consumeTps=float(obj.get("consumeTps") or 0.0))
+        return cls(offsetTable=table, consumeTps=as_float(obj.get("consumeTps")))
 
 
 @dataclass(slots=True)
