@@ -6,7 +6,7 @@ a key of a config file — a NUL or ``../`` in one wedged dispatch and wrote out
 (issue 11). Checking in every handler is one forgotten line away from that again. Here, the
 names of each request code are declared once (``NAME_CHECKS``, derived from the typed request
 headers plus the codes whose names travel in the body) and ``guard_names`` wraps a
-processor's handler table with them; tests/processors/test_names.py fails when a broker
+processor's handler table with them; tests/processors/test_bad_names.py fails when a broker
 handler for one of these codes is registered without the guard.
 
 Answer to a bad name: SYSTEM_ERROR with TopicValidator's remark for a topic (what 4.9.8

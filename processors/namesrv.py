@@ -221,7 +221,10 @@ class NamesrvProcessor:
 
     async def get_topics_by_cluster(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
         cluster = GetTopicsByClusterRequestHeader.from_ext(request.ext_fields).cluster
-        return _ok(request, self.routes.get_topics_by_cluster(cluster).encode())
+        topics = self.routes.get_topics_by_cluster(cluster)
+        if topics is None:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, f"the cluster[{cluster}] not exist")
+        return _ok(request, topics.encode())
 
     async def get_system_topic_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
         return _ok(request, self.routes.get_system_topic_list().encode())

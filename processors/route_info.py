@@ -244,11 +244,12 @@ class RouteInfoManager:
                 break
         return result
 
-    def get_topics_by_cluster(self, cluster: str | None) -> TopicList:
+    def get_topics_by_cluster(self, cluster: str | None) -> TopicList | None:
+        """None for an unknown cluster (Java iterates a null set there and fails; the
+        processor answers SYSTEM_ERROR naming the cluster)."""
         names = self.cluster_addr_table.get(cluster or "")
         if names is None:
-            # Java iterates a null set here and fails; the processor answers with the error
-            raise KeyError(f"cluster {cluster} not found")
+            return None
         topics = [t for t, queue_map in self.topic_queue_table.items() if any(n in queue_map for n in names)]
         return TopicList(topicList=topics)
 
