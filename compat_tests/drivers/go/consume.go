@@ -86,7 +86,7 @@ func consumerOptions(c *Case) []consumer.Option {
 }
 
 func runPush(c *Case) error {
-	stop := watchStdin()
+	stop, eof := watchStdin()
 	opts := consumerOptions(c)
 	if c.Model == "broadcasting" {
 		opts = append(opts, consumer.WithConsumerModel(consumer.BroadCasting))
@@ -166,6 +166,7 @@ func runPush(c *Case) error {
 	emit("started", nil)
 	select {
 	case <-stop:
+	case <-eof:
 	case <-stopAfter:
 	}
 	mu.Lock()

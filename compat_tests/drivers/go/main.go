@@ -104,32 +104,34 @@ func b64(data []byte) string { return base64.StdEncoding.EncodeToString(data) }
 
 func unb64(text string) ([]byte, error) { return base64.StdEncoding.DecodeString(text) }
 
-// watchStdin closes the returned channel on a "stop" line or EOF.
-func watchStdin() <-chan struct{} {
-	stop := make(chan struct{})
+// watchStdin closes `stop` on a "stop" line and `eof` when stdin ends (the harness closes the
+// stdin of drivers that end by themselves at once, so only push consumers treat EOF as stop).
+func watchStdin() (stop <-chan struct{}, eof <-chan struct{}) {
+	stopCh, eofCh := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(eofCh)
 		buf := make([]byte, 4096)
 		var line []byte
+		stopped := false
 		for {
 			n, err := os.Stdin.Read(buf)
 			for _, c := range buf[:n] {
-				if c == '\n' {
-					if strings.TrimSpace(string(line)) == "stop" {
-						close(stop)
-						return
-					}
-					line = line[:0]
-				} else {
+				if c != '\n' {
 					line = append(line, c)
+					continue
 				}
+				if !stopped && strings.TrimSpace(string(line)) == "stop" {
+					stopped = true
+					close(stopCh)
+				}
+				line = line[:0]
 			}
 			if err != nil {
-				close(stop)
 				return
 			}
 		}
 	}()
-	return stop
+	return stopCh, eofCh
 }
 
 func credentials(c *Case) (primitive.Credentials, bool) {

@@ -314,7 +314,7 @@ func runTransaction(c *Case) error {
 		}
 		l.byBody[string(body)] = i
 	}
-	stop := watchStdin()
+	stop, _ := watchStdin()
 	p, err := producer.NewTransactionProducer(l, producerOptions(c, producer.NewRoundRobinQueueSelector())...)
 	if err != nil {
 		return fmt.Errorf("NewTransactionProducer: %w", err)
