@@ -404,7 +404,8 @@ class Dispatcher:
             return result
         handler = self._handlers.get(request.code, self._default)
         if handler is None:
-            log.error("%s request type %s not supported", channel.remote_addr, request.code)
+            # the peer's mistake, not ours: a warning (4.9.8 logs it as an error)
+            log.warning("%s request type %s not supported", channel.remote_addr, request.code)
             return make_response(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                  f" request type {request.code} not supported")
         try:

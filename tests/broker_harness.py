@@ -157,5 +157,22 @@ def run_with_broker(root: Path, fn: Callable[[Harness], Awaitable[None]], *, tim
     trio.run(main)
 
 
+async def raw_invoke(port: int, frame: bytes) -> RemotingCommand:
+    """Send frame bytes as they are on a new loopback connection; the first answer (decoded
+    strictly, so an answer no client could read fails here)."""
+    from wire.frame import FrameDecoder
+
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    async with stream:
+        await stream.send_all(frame)
+        decoder = FrameDecoder()
+        while True:
+            data = await stream.receive_some(65536)
+            assert data, "connection closed without an answer"
+            decoder.feed(data)
+            for cmd in decoder:
+                return cmd
+
+
 def heartbeat_body(h: HeartbeatData) -> bytes:
     return h.encode()

@@ -45,6 +45,8 @@ def as_bool(value: Any, default: bool = False) -> bool:
 
 
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+#: What a compressed REGISTER_BROKER body may inflate to (a topic table of ~500k topics).
+_MAX_REGISTER_BODY = 128 * 1024 * 1024
 
 
 def as_int(value: Any, default: int = 0, lo: int = _LONG_MIN, hi: int = _LONG_MAX) -> int:
@@ -191,7 +193,8 @@ class Body:
         return fastjson.dumps(obj, browser_compatible=browser_compatible)
 
     def encode(self, *, browser_compatible: bool = False, sort_maps: bool = False) -> bytes:
-        return self.to_json(browser_compatible=browser_compatible, sort_maps=sort_maps).encode("utf-8")
+        # "replace": a lone surrogate is written as '?', as Java's String.getBytes(UTF_8) writes it
+        return self.to_json(browser_compatible=browser_compatible, sort_maps=sort_maps).encode("utf-8", "replace")
 
     @classmethod
     def from_json_obj(cls, obj: Any) -> Any:  # pragma: no cover - overridden
@@ -330,9 +333,15 @@ class RegisterBrokerBody(Body):
         if not compressed:
             return cls.decode(data)
         try:
-            raw = zlib.decompress(bytes(data or b""))
+            inflater = zlib.decompressobj()
+            raw = inflater.decompress(bytes(data or b""), _MAX_REGISTER_BODY)
+            if inflater.unconsumed_tail:  # a deflate bomb, not a broker's topic table
+                raise WireError(f"RegisterBrokerBody: inflates to more than {_MAX_REGISTER_BODY} bytes")
+            if not inflater.eof:
+                raise zlib.error("Error -5 while decompressing data: incomplete or truncated stream")
         except zlib.error as exc:
-            raise WireError(f"RegisterBrokerBody: bad deflate stream: {exc}") from exc
+            why = str(exc).rpartition(": ")[2]  # zlib's "Error -3 while decompressing data: <why>"
+            raise WireError(f"RegisterBrokerBody: bad deflate stream ({why})") from None
         pos = 0
 
         def take() -> bytes:
@@ -354,7 +363,7 @@ class RegisterBrokerBody(Body):
         for _ in range(count):
             cfg = TopicConfig.decode(take())
             body.topicConfigSerializeWrapper.topicConfigTable[cfg.topicName or ""] = cfg
-        body.filterServerList = [str(s) for s in _list(fastjson.loads(take().decode("utf-8")), "filterServerList")]
+        body.filterServerList = [str(s) for s in _list(fastjson.loads(take()), "filterServerList")]
         return body
 
 

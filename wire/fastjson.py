@@ -418,13 +418,40 @@ def loads(text: str | bytes | bytearray | memoryview) -> Any:
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
-        return _STD_DECODER.decode(text)
+        value = _STD_DECODER.decode(text)
     except (ValueError, RecursionError):
-        pass
-    try:
-        return _Parser(text).parse()
-    except RecursionError:
-        raise JsonError("JSON nested too deeply") from None
+        try:
+            value = _Parser(text).parse()
+        except RecursionError:
+            raise JsonError("JSON nested too deeply") from None
+    return scrub_surrogates(value) if may_hold_lone_surrogates(text) else value
 
 
-__all__ = ["dumps", "loads", "quote", "escape_fixup", "java_double", "JsonError"]
+# A \uD800-\uDFFF escape: the only way a lone UTF-16 surrogate gets into a decoded string
+# (strict UTF-8 decoding never yields one).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def may_hold_lone_surrogates(text: str) -> bool:
+    return "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None
+
+
+def scrub_surrogates(value: Any) -> Any:
+    """Lone surrogates in decoded strings (keys and values) become '?'.
+
+    Why: Java keeps such a char in its String but writes it as '?' (String.getBytes(UTF_8))
+    to the wire, the commit log and the config files; Python cannot encode it at all, so a
+    client's "\\ud800" would fail later in whatever writes it. Replacing it at decode time
+    gives the bytes Java writes, and no later encode can fail."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("?", value)
+    if isinstance(value, dict):
+        return {scrub_surrogates(k): scrub_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_surrogates(v) for v in value]
+    return value
+
+
+__all__ = ["dumps", "loads", "quote", "escape_fixup", "java_double", "JsonError", "may_hold_lone_surrogates",
+           "scrub_surrogates"]

@@ -202,7 +202,7 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
         parts.append(encode_basestring(cmd.remark))
         parts.append(",")
     parts.append(_HEADER_TAIL % cmd.version)
-    return fastjson.escape_fixup("".join(parts)).encode("utf-8", "surrogatepass")
+    return fastjson.escape_fixup("".join(parts)).encode("utf-8", "replace")
 
 
 def _java_string(v: object) -> str:
@@ -279,7 +279,8 @@ def _parse_json_header(text: str) -> object:
     try:
         value, end = _JSON_SCAN(text, 0)
         if end == len(text) or all(c in _JSON_TAIL_WS for c in text[end:]):
-            return value
+            # a "\ud800" escape: '?' as Java writes it later (see fastjson.scrub_surrogates)
+            return fastjson.scrub_surrogates(value) if fastjson.may_hold_lone_surrogates(text) else value
     except (ValueError, RecursionError, StopIteration):
         pass
     # Not plain JSON (leading blanks, unquoted keys, single quotes, ...): fastjson's lenient rules.
@@ -312,7 +313,7 @@ def _key_prefix(key: str) -> bytes:
     """int16 length + UTF-8 of an extFields key; keys repeat, so they are encoded once."""
     kp = _KEY_PREFIX_CACHE.get(key)
     if kp is None:
-        kb = key.encode("utf-8", "surrogatepass")
+        kb = key.encode("utf-8", "replace")
         kp = _I16.pack(_short(len(kb))) + kb
         if len(_KEY_PREFIX_CACHE) < 4096:
             _KEY_PREFIX_CACHE[key] = kp
@@ -322,7 +323,7 @@ def _key_prefix(key: str) -> bytes:
 def encode_binary_header(cmd: RemotingCommand) -> bytes:
     """``RocketMQSerializable.rocketMQProtocolEncode``: code/version as (wrapping) shorts."""
     remark = cmd.remark
-    rb = remark.encode("utf-8", "surrogatepass") if remark else b""
+    rb = remark.encode("utf-8", "replace") if remark else b""
     language = cmd.language
     parts = [
         _BIN_FIXED.pack(
@@ -340,7 +341,7 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
             if k is None or v is None:
                 continue
             kp = _key_prefix(k)
-            vb = (v if type(v) is str else _java_string(v)).encode("utf-8", "surrogatepass")
+            vb = (v if type(v) is str else _java_string(v)).encode("utf-8", "replace")
             append(kp)
             append(_I32.pack(len(vb)))
             append(vb)

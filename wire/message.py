@@ -196,7 +196,7 @@ def properties_bytes(props: Mapping[str, str] | str | bytes | None) -> bytes:
     if isinstance(props, bytes):
         pb = props
     else:
-        pb = (props if isinstance(props, str) else encode_properties(props)).encode("utf-8")
+        pb = (props if isinstance(props, str) else encode_properties(props)).encode("utf-8", "replace")  # Java's '?'
     if len(pb) > SHORT_MAX:
         raise WireError(f"message properties too long: {len(pb)} > {SHORT_MAX} bytes")
     return pb

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker_harness import Harness, decode_pull_body, run_with_broker
+from broker_harness import Harness, decode_pull_body, raw_invoke, run_with_broker
 from broker.server import RemotingTimeoutError
 from wire.codes import RequestCode, ResponseCode
 from wire.frame import RemotingCommand
@@ -114,3 +114,40 @@ def test_heartbeat_and_code_200_with_non_utf8_bodies(tmp_path: Path, caplog: pyt
     run_with_broker(tmp_path, scenario)
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
     assert any("HeartbeatData body is not UTF-8" in r.getMessage() for r in caplog.records)
+
+
+def _raw_frame(header: str, body: bytes = b"") -> bytes:
+    hb = header.encode("ascii")
+    return (4 + len(hb) + len(body)).to_bytes(4, "big") + len(hb).to_bytes(4, "big") + hb + body
+
+
+def test_lone_surrogate_escapes_from_a_client(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """JSON headers and bodies with "\\ud800" escapes (a Python str nothing can encode):
+    stored and answered as Java writes them ('?'), never an exception."""
+    caplog.set_level(logging.WARNING)
+    sur = "\\ud800"
+
+    async def scenario(h: Harness) -> None:
+        port = int(h.broker_addr.rsplit(":", 1)[1])
+        nport = int(str(h.namesrv_addr).rsplit(":", 1)[1])
+        props = "KEYS\\u0001k" + sur + "\\u0002WAIT\\u0001true"
+        send = ('{"code":310,"extFields":{"a":"pg","b":"SurT","c":"TBW102","d":"4","e":"0","f":"0","g":"1",'
+                '"h":"0","i":"' + props + '","j":"0","k":"false","m":"false"},"flag":0,"language":"JAVA",'
+                '"opaque":1,"serializeTypeCurrentRPC":"JSON","version":395}')
+        r = await raw_invoke(port, _raw_frame(send, b"body"))
+        assert r.code == ResponseCode.SUCCESS
+        h.wait_dispatched()
+        pulled = await h.pull("SurT", "cg_sur", 0, 0, sys_flag=4, subscription="*")
+        assert decode_pull_body(pulled)[0].properties["KEYS"] == "k?"
+        group = '{"code":200,"flag":0,"language":"JAVA","opaque":2,"version":395}'
+        r = await raw_invoke(port, _raw_frame(group, b'{"groupName":"g\\ud800"}'))
+        assert r.code == ResponseCode.SYSTEM_ERROR and r.remark is not None and "[g?]" in r.remark
+        hb = '{"code":34,"flag":0,"language":"JAVA","opaque":3,"version":395}'
+        r = await raw_invoke(port, _raw_frame(hb, b'{"clientID":"c\\ud800","producerDataSet":[{"groupName":"pg"}]}'))
+        assert r.code == ResponseCode.SUCCESS
+        route = '{"code":105,"extFields":{"topic":"T' + sur + '"},"flag":0,"language":"JAVA","opaque":4,"version":395}'
+        r = await raw_invoke(nport, _raw_frame(route))
+        assert r.code == ResponseCode.TOPIC_NOT_EXIST and r.remark is not None and "T?" in r.remark
+
+    run_with_broker(tmp_path, scenario)
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker_harness import Harness, broker_running, decode_pull_body, run_with_broker
+from broker_harness import Harness, broker_running, decode_pull_body, raw_invoke, run_with_broker
 from processors.names import GROUP_FIELDS, NAME_CHECKS, NOT_CHECKED, SELF_CHECKED, TOPIC_FIELDS, is_guarded
 from wire.codes import RequestCode, ResponseCode
-from wire.frame import FrameDecoder, RemotingCommand
+from wire.frame import RemotingCommand
 from wire.headers import BOOL, DOUBLE, INT, LONG, REQUEST_HEADERS
 from wire.names import consumer_group_remark, group_remark, topic_remark
 
@@ -216,19 +216,6 @@ def test_consumer_group_whose_retry_topic_would_be_too_long(tmp_path: Path) -> N
     run_with_broker(tmp_path, scenario)
 
 
-async def _send_raw(port: int, frame: bytes) -> RemotingCommand:
-    stream = await trio.open_tcp_stream("127.0.0.1", port)
-    async with stream:
-        await stream.send_all(frame)
-        decoder = FrameDecoder()
-        while True:
-            data = await stream.receive_some(65536)
-            assert data, "connection closed without an answer"
-            decoder.feed(data)
-            for cmd in decoder:
-                return cmd
-
-
 def test_issue_11_frame_gets_a_clean_error_and_writes_nothing(tmp_path: Path) -> None:
     """CONSUMER_SEND_MSG_BACK with group "\\u0000", sent byte for byte after one message in
     ReproT: SYSTEM_ERROR with checkGroup's remark; no record, no %DLQ%/%RETRY% topic."""
@@ -238,7 +225,7 @@ def test_issue_11_frame_gets_a_clean_error_and_writes_nothing(tmp_path: Path) ->
         h.wait_dispatched()
         offset = h.role.store.get_max_phy_offset()
         port = int(h.broker_addr.rsplit(":", 1)[1])
-        r = await _send_raw(port, ISSUE_FRAME)
+        r = await raw_invoke(port, ISSUE_FRAME)
         assert r.opaque == 2 and r.code == SYSTEM_ERROR
         assert r.remark == "the specified group[\x00] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
         assert h.role.store.get_max_phy_offset() == offset

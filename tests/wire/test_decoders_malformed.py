@@ -142,3 +142,39 @@ def test_message_property_and_record_codecs_raise_only_wire_errors(data: bytes |
                else data.decode("latin-1"))
         except WireError:
             pass
+
+
+def test_lone_surrogate_escapes_become_question_marks_as_java_writes_them() -> None:
+    """A client's "\\ud800" decodes to a Python str that nothing could encode later; Java
+    keeps the char and writes '?'. rmqd decodes it as '?' (valid pairs stay one character)."""
+    from wire.frame import decode_json_header, encode_frame, make_response
+
+    assert fastjson.loads(r'{"a\ud800":["x\udfff","\ud83d\ude00"]}') == {"a?": ["x?", "\U0001F600"]}
+    assert fastjson.loads(r"{'k':'\udbff'}") == {"k": "?"}
+    header = decode_json_header(rb'{"code":310,"extFields":{"i":"KEYS\u0001k\ud800"},"remark":"\udc00","opaque":1}')
+    assert header.ext_fields == {"i": "KEYS\x01k?"} and header.remark == "?"
+    assert B.HeartbeatData.decode(rb'{"clientID":"c\ud800"}').clientID == "c?"
+    # and an encoder given one writes '?' instead of bytes no client can decode
+    frame = encode_frame(make_response(header, 1, "bad \ud800 name", ext_fields={"k": "v\udfff"}))
+    frame[8:].decode("utf-8")  # (after the two length prefixes: the JSON header is valid UTF-8)
+    assert b"bad ? name" in frame and b"v?" in frame
+    assert B.TopicList(topicList=["t\ud800"]).encode() == b'{"topicList":["t?"]}'
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "\\ud800", "\\udfff", "\\ud83d\\ude00", "\\u0041", '\\"', "é"]), max_size=8))
+def test_decoded_json_strings_always_encode(pieces: list[str]) -> None:
+    value = fastjson.loads('{"k":"' + "".join(pieces) + '"}')["k"]
+    value.encode("utf-8")  # never a lone surrogate left
+
+
+def test_compressed_register_body_refuses_bombs_and_truncation_cleanly() -> None:
+    import zlib
+
+    good = B.RegisterBrokerBody().encode_compressed()
+    assert B.RegisterBrokerBody.decode_register(good, True) == B.RegisterBrokerBody()
+    with pytest.raises(WireError, match="inflates to more than"):
+        B.RegisterBrokerBody.decode_register(zlib.compress(b"\0" * (130 * 1024 * 1024), 9), True)
+    for data in (good[:-3], b"xx", b""):
+        with pytest.raises(WireError, match=r"bad deflate stream \((incomplete|incorrect)"):
+            B.RegisterBrokerBody.decode_register(data, True)
