@@ -19,6 +19,7 @@ import pytest
 
 import compat_harness as harness
 from compat_harness import DriverProc, RmqdServer, body_of, msg_spec, run_driver
+from compat_session import Session
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -67,55 +68,9 @@ def ns(server: RmqdServer, monkeypatch: pytest.MonkeyPatch) -> str:
     return server.namesrv
 
 
-class Go:
-    """Runs the Go driver in a test's directory with names unique to the test."""
-
-    def __init__(self, ns: str, workdir: Path, case: str) -> None:
-        self.ns, self.workdir, self.case, self.n = ns, workdir, case, 0
-        self.running: list[DriverProc] = []
-
-    def name(self, kind: str) -> str:
-        return f"go_{self.case}_{kind}"
-
-    def _next(self, role: str) -> str:
-        self.n += 1
-        return f"{self.n:02d}-{role}"
-
-    def produce(self, topic: str, specs: list[dict[str, Any]], mode: str = "sync", ok: bool = True,
-                **extra: Any) -> DriverProc:
-        case = {"role": "produce", "namesrv": self.ns, "topic": topic, "group": self.name("pg"), "mode": mode,
-                "messages": specs, **extra}
-        d = run_driver("go", case, self.workdir, self._next(f"produce-{mode}"), 60)
-        if ok:
-            bad = d.of("send_error") + d.of("driver_error") + d.of("timeout")
-            assert not bad and d.first("done") and d.proc.returncode == 0, d.diagnostics()
-        return d
-
-    def push(self, topic: str, group: str, **extra: Any) -> DriverProc:
-        case = {"role": "push", "namesrv": self.ns, "topic": topic, "group": group, "deadline_s": 90, **extra}
-        d = DriverProc("go", case, self.workdir, self._next("push")).start()
-        self.running.append(d)
-        assert d.wait_event("started", 30), d.diagnostics()
-        return d
-
-    def pull(self, topic: str, group: str, **extra: Any) -> DriverProc:
-        case = {"role": "pull", "namesrv": self.ns, "topic": topic, "group": group, **extra}
-        d = run_driver("go", case, self.workdir, self._next("pull"), 60)
-        assert d.first("done") and not d.of("driver_error") and not d.of("pull_error"), d.diagnostics()
-        return d
-
-    def create(self, topic: str) -> None:
-        self.produce(topic, [msg_spec(b"create", tags="Create")])
-
-    def close(self) -> None:
-        for d in self.running:
-            if d.proc is not None and d.proc.poll() is None:
-                d.stop(30)
-
-
 @pytest.fixture
-def g(ns: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Go]:
-    s = Go(ns, tmp_path, request.node.name.removeprefix("test_"))
+def g(ns: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Session]:
+    s = Session("go", tmp_path, ns, request.node.name.removeprefix("test_")[:20])
     try:
         yield s
     finally:
@@ -149,9 +104,9 @@ def test_client_module() -> None:
     assert go.command(Path("/x.json")) == [str(HERE / "bin" / "rmqd-go-driver"), "/x.json"]
 
 
-def test_every_send_mode_round_trips(g: Go) -> None:
+def test_every_send_mode_round_trips(g: Session) -> None:
     topic = g.name("t")
-    g.create(topic)
+    g.create_topic(topic)
     props = {"p1": "v1", "unicode": "ünïcødé ✓", "spaces": "a b  c"}
     sync = [msg_spec(b"sync-0", tags="TagA", keys="k1 k2", props=props),
             msg_spec(b"sync-1" + bytes(range(256)) * 4, tags="TagBin"),
@@ -193,7 +148,7 @@ def test_every_send_mode_round_trips(g: Go) -> None:
     assert {by[f"batch-{i}".encode()]["offsetMsgId"] for i in range(3)} == set(batch["offsetMsgId"].split(","))
 
 
-def test_pull_with_stored_offsets(g: Go) -> None:
+def test_pull_with_stored_offsets(g: Session) -> None:
     topic, group = g.name("t"), g.name("pullg")
     specs = [msg_spec(f"pull-{i}".encode()) for i in range(20)]
     g.produce(topic, specs)
@@ -212,9 +167,11 @@ def test_pull_with_stored_offsets(g: Go) -> None:
     again = g.pull(topic, g.name("pullg2"), start="zero", commit=False)
     assert sorted(body_of(m) for m in again.messages()) == sorted(body_of(s) for s in specs)
     assert not again.of("committed")
+    for d in (first, second, again):
+        assert not d.of("pull_error"), d.diagnostics()
 
 
-def test_filters_tag_and_sql92(g: Go) -> None:
+def test_filters_tag_and_sql92(g: Session) -> None:
     topic = g.name("t")
     specs = [msg_spec(f"f-{a}".encode(), tags=f"T{a % 3}", props={"a": str(a)}) for a in range(9)]
     g.produce(topic, specs)
@@ -226,9 +183,9 @@ def test_filters_tag_and_sql92(g: Go) -> None:
     assert got_sql == [b"f-3", b"f-5", b"f-6"]
 
 
-def test_broadcast_and_orderly(g: Go) -> None:
+def test_broadcast_and_orderly(g: Session) -> None:
     topic = g.name("t")
-    g.create(topic)
+    g.create_topic(topic)
     group = g.name("cgb")
     b1, b2 = g.push(topic, group, model="broadcasting"), g.push(topic, group, model="broadcasting")
     orderly = g.push(topic, g.name("cgo"), orderly=True)
@@ -249,9 +206,9 @@ def test_broadcast_and_orderly(g: Go) -> None:
         assert seqs == list(range(5)), (shard, seqs)
 
 
-def test_delay_retry_and_dlq(g: Go) -> None:
+def test_delay_retry_and_dlq(g: Session) -> None:
     topic, group = g.name("t"), g.name("cg")
-    g.create(topic)
+    g.create_topic(topic)
     c = g.push(topic, group, fail_prefix_b64=b64(b"retry-"), fail_times=1, max_reconsume_times=1)
     dlq = g.push(topic, g.name("cgdlq"), fail_prefix_b64=b64(b"dlq-"), fail_times=99, max_reconsume_times=1)
     delayed = dict(msg_spec(b"delay-x", props={"k": "v"}), delay_level=2)
@@ -270,13 +227,14 @@ def test_delay_retry_and_dlq(g: Go) -> None:
     assert (second["tags"], second["keys"]) == ("TR", "rk")
     assert [m["reconsumeTimes"] for m in fails if body_of(m) == b"dlq-x"] == [0, 1]
     dead = g.pull("%DLQ%" + g.name("cgdlq"), g.name("dlqreader"), start="zero", commit=False)
+    assert not dead.of("pull_error"), dead.diagnostics()
     (m,) = dead.messages()
     assert body_of(m) == b"dlq-x" and m["properties"]["RETRY_TOPIC"] == topic, m
 
 
-def test_transactions_with_check_back(g: Go) -> None:
+def test_transactions_with_check_back(g: Session) -> None:
     topic = g.name("t")
-    g.create(topic)
+    g.create_topic(topic)
     c = g.push(topic, g.name("cg"))
     specs = [dict(msg_spec(b"tx-commit"), tx="commit"), dict(msg_spec(b"tx-rollback"), tx="rollback"),
              dict(msg_spec(b"tx-check-commit"), tx="unknown", check="commit"),
@@ -292,7 +250,7 @@ def test_transactions_with_check_back(g: Go) -> None:
     assert {m["msgId"] for m in got} == {sent_ids[0], sent_ids[2]}
 
 
-def test_errors_and_credentials(g: Go) -> None:
+def test_errors_and_credentials(g: Session) -> None:
     # a topic the name server does not know, and its default topic TBW102 is there: auto-create
     topic = g.name("auto")
     (e,) = g.produce(topic, [msg_spec(b"auto")]).of("sent")
@@ -301,9 +259,9 @@ def test_errors_and_credentials(g: Go) -> None:
     (e,) = g.produce(topic, [msg_spec(b"signed")], accessKey="RocketMQ", secretKey="12345678").of("sent")
     assert e["status"] == "SEND_OK"
     # a consumer of a topic that does not exist: the Go client refuses to start (Java only warns)
-    d = run_driver("go", {"role": "pull", "namesrv": g.ns, "topic": g.name("nosuch"), "group": g.name("pg")},
+    d = run_driver("go", {"role": "pull", "namesrv": g.namesrv, "topic": g.name("nosuch"), "group": g.name("pg")},
                    g.workdir, "nosuch-pull", 30)
     (err,) = d.of("pull_error")
     assert "route info not found" in err["error"] and d.first("done"), d.diagnostics()
-    bad = run_driver("go", {"role": "query", "namesrv": g.ns, "topic": topic}, g.workdir, "query", 30)
+    bad = run_driver("go", {"role": "query", "namesrv": g.namesrv, "topic": topic}, g.workdir, "query", 30)
     assert bad.proc.returncode == 2 and "no query/view message API" in bad.first("driver_error")["error"]
