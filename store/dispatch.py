@@ -8,15 +8,19 @@ The same ``dispatch_batch`` is used by crash recovery to rebuild what the crash 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from store.commitlog import CommitLog, DispatchRequest
 from store.config import MessageStoreConfig
 from store.consumequeue import ConsumeQueue
 from store.indexfile import IndexService
 from wire.message import MessageSysFlag
+from wire.names import topic_remark
+
+log = logging.getLogger("rmqd.store.dispatch")
 
 ArrivalListener = Callable[[str, int, int, int, int, dict], None]
 _TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
@@ -30,10 +34,35 @@ POLL_INTERVAL_S = 0.001
 #: broker does not spin 1,000 times a second; a quiet one still dispatches without delay).
 IDLE_POLLS_BEFORE_SLEEP = 20
 IDLE_SLEEP_S = 0.05  # safety net: re-check even without a wake-up
+#: Skipped records kept for inspection (``Dispatcher.skipped``); the count keeps going.
+SKIPPED_KEPT = 100
+#: The same reput offset failing this many rounds in a row is skipped over as unreadable.
+SAME_OFFSET_FAILURES_BEFORE_SKIP = 3
+
+
+class SkippedRecord(NamedTuple):
+    """A commit-log record dispatch could not index: reported once and passed over."""
+
+    file: str  # the commit-log file's name (its first offset, 20 digits)
+    offset: int  # position in that file
+    phy_offset: int
+    topic: object
+    why: str
+
+
+def commit_log_position(phy_offset: int, file_size: int) -> tuple[str, int]:
+    """(file name, position in it) of a physical offset: what an operator looks up."""
+    base = phy_offset - phy_offset % file_size
+    return f"{base:020d}", phy_offset - base
 
 
 class Dispatcher:
-    """CommitLogDispatcherBuildConsumeQueue + CommitLogDispatcherBuildIndex."""
+    """CommitLogDispatcherBuildConsumeQueue + CommitLogDispatcherBuildIndex.
+
+    A record it cannot index (a topic name TopicValidator refuses - it would name a path
+    outside consumequeue/ or one the OS refuses - or any error building its unit or index
+    entries) is logged once with its file and offset and passed over: one bad record must
+    never stop dispatch for every other topic, nor recovery at start-up."""
 
     def __init__(self, config: MessageStoreConfig, find_consume_queue: Callable[[str, int], ConsumeQueue],
                  index_service: IndexService | None, on_logics_timestamp: Callable[[int], None] | None = None):
@@ -41,6 +70,32 @@ class Dispatcher:
         self.find_consume_queue = find_consume_queue
         self.index_service = index_service if config.messageIndexEnable else None
         self.on_logics_timestamp = on_logics_timestamp
+        self._good_topics: set[str] = set()  # names already checked: one set lookup per record
+        self.skipped: list[SkippedRecord] = []
+        self.skipped_count = 0
+
+    def skip(self, phy_offset: int, topic: object, why: str) -> None:
+        """Report a record dispatch passes over (once: dispatch then moves past it)."""
+        name, pos = commit_log_position(phy_offset, self.config.mappedFileSizeCommitLog)
+        rec = SkippedRecord(name, pos, phy_offset, topic, why)
+        self.skipped_count += 1
+        if len(self.skipped) < SKIPPED_KEPT:
+            self.skipped.append(rec)
+        log.error("commitlog/%s offset %d (physical %d): record of topic %r not dispatched: %s; "
+                  "it stays in the commit log, consume queues and index skip it", name, pos, phy_offset, topic, why)
+
+    def _topic_ok(self, r: tuple) -> bool:
+        topic = r[0]
+        if topic in self._good_topics:
+            return True
+        remark = topic_remark(topic) if isinstance(topic, str) else "topic is not text"
+        if remark is None and not (0 <= r[1] <= 0x7FFFFFFF):
+            remark = f"queue id {r[1]} is negative"
+        if remark is None:
+            self._good_topics.add(topic)
+            return True
+        self.skip(r[2], topic, remark)
+        return False
 
     def do_dispatch(self, req: DispatchRequest) -> None:
         """One record given as a DispatchRequest (the batch path takes plain tuples)."""
@@ -54,7 +109,12 @@ class Dispatcher:
         the index for all of them."""
         groups: dict[tuple[str, int], list[tuple]] = {}
         last_ts = 0
+        good = self._good_topics
+        indexable: Sequence[tuple] = infos
         for r in infos:
+            if r[0] not in good and not self._topic_ok(r):
+                indexable = [x for x in infos if x[0] in good]  # rare: rebuilt once per bad batch
+                continue
             if r[9] & _TRAN_MASK in _CQ_TYPES:
                 key = (r[0], r[1])
                 units = groups.get(key)
@@ -63,11 +123,26 @@ class Dispatcher:
                 units.append(r)
                 last_ts = r[5]
         for (topic, queue_id), units in groups.items():
-            self.find_consume_queue(topic, queue_id).put_requests(units)
+            try:
+                self.find_consume_queue(topic, queue_id).put_requests(units)
+            except Exception:  # find the record that fails; the others go in (put is idempotent)
+                self._one_by_one(units, lambda u: self.find_consume_queue(u[0], u[1]).put_requests((u,)),
+                                 "consume queue")
         if last_ts and self.on_logics_timestamp is not None:
             self.on_logics_timestamp(last_ts)
-        if self.index_service is not None:
-            self.index_service.build_index_batch(infos)
+        index = self.index_service
+        if index is not None:
+            try:
+                index.build_index_batch(indexable)
+            except Exception:  # entries already built are skipped again by their offset
+                self._one_by_one(indexable, lambda u: index.build_index_batch((u,)), "index")
+
+    def _one_by_one(self, records: Sequence[tuple], put: Callable[[tuple], None], what: str) -> None:
+        for r in records:
+            try:
+                put(r)
+            except Exception as e:
+                self.skip(r[2], r[0], f"building its {what} entry failed: {type(e).__name__}: {e}")
 
 
 class ReputMessageService:
@@ -108,7 +183,12 @@ class ReputMessageService:
             self._thread.join()
             self._thread = None
         if self.error is None:
-            self.do_reput()
+            try:
+                self.do_reput()
+            except Exception as e:  # the abort file stays: the next start re-dispatches from the checkpoint
+                self.error = e
+                log.error("final dispatch at physical offset %d failed: %s: %s",
+                          self.reput_from_offset, type(e).__name__, e)
         with self._cv:
             self._cv.notify_all()
 
@@ -161,11 +241,8 @@ class ReputMessageService:
                     dispatch(batch)
                     self.reput_from_offset = start + pos
                     count += len(batch)
-                    listeners = self.arrival_listeners
-                    if listeners:
-                        for r in batch:
-                            for cb in listeners:
-                                cb(r[0], r[1], r[6] + 1, r[4], r[5], r[11])
+                    if self.arrival_listeners:
+                        self._notify_arrivals(batch)
                     with self._cv:
                         self._cv.notify_all()
                 if info.__class__ is int:
@@ -175,15 +252,35 @@ class ReputMessageService:
                 if info == 0:  # BLANK: the rest of this file is filler
                     self.reput_from_offset = cl.roll_next_file(start + pos)
                     continue
-                # records are published only after they are complete: this is corruption
-                raise RuntimeError(f"commit log record at offset {start + pos} is invalid; dispatch stopped")
+                # records are published only after they are complete: this is corruption. Like
+                # RocketMQ's master, pass over what is readable of this file so far; what is
+                # appended after it is dispatched (the record is reported, once)
+                self.skip_unreadable(start + pos, start + end, "not a valid commit-log record")
+                continue
             if pos == 0:
                 break
         return count
 
+    def _notify_arrivals(self, batch: list[tuple]) -> None:
+        """Wake long-polling pulls; a listener's failure never stops dispatch."""
+        try:
+            for r in batch:
+                for cb in self.arrival_listeners:
+                    cb(r[0], r[1], r[6] + 1, r[4], r[5], r[11])
+        except Exception:
+            log.exception("arrival listener failed (dispatch goes on; waiting pulls wake on their timeout)")
+
+    def skip_unreadable(self, offset: int, to: int, why: str) -> None:
+        """Pass over [offset, to) of the commit log: reported once, never retried."""
+        self.dispatcher.skip(offset, None, f"{why}; dispatch resumes at physical offset {to}")
+        self.reput_from_offset = to
+        with self._cv:
+            self._cv.notify_all()
+
     def _run(self) -> None:
         idle = 0
         cl = self.commit_log
+        failed_at, failures = -1, 0
         while not self._stopped:
             if self._suspended:
                 self._wake.wait(IDLE_SLEEP_S)
@@ -191,9 +288,19 @@ class ReputMessageService:
                 continue
             try:
                 count = self.do_reput()
-            except BaseException as e:  # keep the broker up; the error is visible to the store
+                if failures:
+                    failures, self.error = 0, None
+            except Exception as e:  # keep the broker up; never retry one offset forever
                 self.error = e
-                time.sleep(1.0)
+                at = self.reput_from_offset
+                failures = failures + 1 if at == failed_at else 1
+                failed_at = at
+                log.error("dispatch at physical offset %d failed (%d in a row): %s: %s",
+                          at, failures, type(e).__name__, e)
+                if failures >= SAME_OFFSET_FAILURES_BEFORE_SKIP:
+                    self._skip_failing(at, e)
+                    failures = 0
+                time.sleep(0.1)
                 continue
             if count or idle < IDLE_POLLS_BEFORE_SLEEP:
                 idle = 0 if count else idle + 1
@@ -208,3 +315,21 @@ class ReputMessageService:
             self._sleeping = False
             if woken:  # an append: poll again for a while; a timeout goes straight back to sleep
                 idle = 0
+
+    def _skip_failing(self, at: int, e: Exception) -> None:
+        """The record at ``at`` fails whatever is tried: skip it (its size when it has one,
+        else the rest of what is written of its file)."""
+        cl = self.commit_log
+        data = cl.get_data(at)
+        to = cl.get_max_offset()
+        if data is not None:
+            start, view = data
+            try:
+                info = cl.dispatch_info(view, 0, False)
+                to = start + (info[3] if info.__class__ is not int and info[3] > 0 else len(view))
+            except Exception:
+                to = start + len(view)
+            finally:
+                view.release()
+        self.error = None
+        self.skip_unreadable(at, max(to, at + 1), f"dispatch failed {SAME_OFFSET_FAILURES_BEFORE_SKIP} times: {type(e).__name__}: {e}")

@@ -19,4 +19,9 @@ class StoreLockError(RuntimeError):
     """Another process holds the store's ``lock`` file."""
 
 
-__all__ = ["StoreFileError", "StoreLockError"]
+class StoreNameError(ValueError):
+    """A topic name the store refuses to make a path of (TopicValidator's rules): nothing is
+    created, so no name can reach outside the store directory."""
+
+
+__all__ = ["StoreFileError", "StoreLockError", "StoreNameError"]

@@ -167,7 +167,7 @@ class FlushService:
     def _run_real_time(self) -> None:
         interval = self.config.flushIntervalCommitLog / 1000
         thorough_interval = self.config.flushCommitLogThoroughInterval / 1000
-        last_thorough = time.monotonic()
+        last_thorough = -thorough_interval  # FlushRealTimeService: lastFlushTimestamp = 0, first round thorough
         while True:
             with self._cv:
                 if not self._stopped:

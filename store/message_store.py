@@ -26,9 +26,10 @@ from store.dispatch import ArrivalListener, Dispatcher, ReputMessageService
 from store.expiry import CLEAN_INITIAL_DELAY_MS, CleanService, disk_partition_space_used_percent
 from store.flush import FlushCallback, FlushService
 from store.indexfile import IndexService
-from store.errors import StoreFileError, StoreLockError
+from store.errors import StoreFileError, StoreLockError, StoreNameError
 from store.recovery import RecoveryReport, recover_abnormally, recover_normally
 from wire.message import SYSFLAG_POSITION, MessageRecord, decode_record, store_timestamp_position
+from wire.names import topic_remark
 
 log = logging.getLogger("rmqd.store")
 
@@ -102,6 +103,7 @@ class DefaultMessageStore:
         self.commit_log = CommitLog(config)
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self._cq_lock = threading.Lock()
+        self._valid_topics: set[str] = set()
         self.checkpoint: StoreCheckpoint | None = None
         self.index_service = IndexService(
             config.get_store_path_index(), config.maxHashSlotNum, config.maxIndexNum, config.maxMsgsNumBatch,
@@ -222,7 +224,10 @@ class DefaultMessageStore:
     def _cq_flush_loop(self) -> None:
         interval = self.config.flushIntervalConsumeQueue / 1000
         thorough = self.config.flushConsumeQueueThoroughInterval / 1000
-        last = time.monotonic()
+        # FlushConsumeQueueService's lastFlushTimestamp starts at 0: the first round (one
+        # interval after start) is thorough and writes the checkpoint, so a crash in the
+        # first minute recovers from the checkpoint instead of the first commit-log file
+        last = -thorough
         while not self._stop.wait(interval):
             pages = self.config.flushConsumeQueueLeastPages
             if time.monotonic() >= last + thorough:
@@ -304,7 +309,7 @@ class DefaultMessageStore:
         status = self._check_store_status()
         if status is not PutMessageStatus.PUT_OK:
             return PutMessageResult(status, None)
-        if len(msg.topic) > 127:
+        if msg.topic not in self._valid_topics and not self._topic_valid(msg.topic):
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)
         if msg.properties_string is not None and len(msg.properties_string) > 0x7FFF:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)
@@ -314,9 +319,17 @@ class DefaultMessageStore:
         status = self._check_store_status()
         if status is not PutMessageStatus.PUT_OK:
             return PutMessageResult(status, None)
-        if len(batch.topic) > 127:
+        if batch.topic not in self._valid_topics and not self._topic_valid(batch.topic):
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)
         return self.commit_log.put_messages(batch)
+
+    def _topic_valid(self, topic: str) -> bool:
+        """TopicValidator's rules (4.9.8 checks only the length here; rmqd refuses every name
+        dispatch could not index, so no such record is ever written)."""
+        if topic_remark(topic) is not None:
+            return False
+        self._valid_topics.add(topic)
+        return True
 
     def add_flush_listener(self, offset_end: int, callback: FlushCallback, timeout_ms: int | None = None) -> None:
         """callback(ok) from the flush thread once [0, offset_end) is on disk (SYNC_FLUSH)."""
@@ -342,6 +355,10 @@ class DefaultMessageStore:
         if cq is not None:
             return cq
         with self._cq_lock:
+            if topic not in self.consume_queue_table:
+                remark = topic_remark(topic)
+                if remark is not None:
+                    raise StoreNameError(f"no consume queue for topic {topic!r}: {remark}")
             qs = self.consume_queue_table.setdefault(topic, {})
             cq = qs.get(queue_id)
             if cq is None:
@@ -444,6 +461,9 @@ class DefaultMessageStore:
         max_offset_py = self.commit_log.get_max_offset()
         # like RocketMQ, an unknown queue is created (empty), so it answers NO_MESSAGE_IN_QUEUE;
         # NO_MATCHED_LOGIC_QUEUE exists in the enum but 4.9.8 never returns it from here
+        if topic not in self.consume_queue_table and topic_remark(topic) is not None:
+            res.status = GetMessageStatus.NO_MATCHED_LOGIC_QUEUE  # a name no queue can have
+            return res
         cq = self.find_consume_queue(topic, queue_id)
         min_offset = cq.get_min_offset_in_queue()
         max_offset = cq.get_max_offset_in_queue()

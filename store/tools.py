@@ -32,6 +32,7 @@ from store.consumequeue import CqUnit, is_pre_blank, iter_unit_bytes, tags_code_
 from store.indexfile import (HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, _ENTRY, _HEADER, _SLOT,
                              build_key, index_key_hash)
 from wire import fastjson
+from wire.names import topic_remark
 from wire.message import (BLANK_MAGIC_CODE, MessageConst, MessageRecord, MessageSysFlag, RecordError,
                           decode_record)
 
@@ -178,6 +179,10 @@ class _Verifier:
                 return None  # lengths can't be trusted past here; the next file starts clean
             if rec.physical_offset != base + pos:
                 self.report(path, pos, f"physical offset field {rec.physical_offset} != actual {base + pos}")
+            remark = topic_remark(rec.topic)
+            if remark is not None:
+                self.report(path, pos, f"topic {rec.topic!r} is not a valid topic name ({remark}): "
+                                       "dispatch skips this record, no consume queue or index entry has it")
             self._remember(base + pos, rec)
             pos += rec.total_size
         if pos < n:  # fewer than 8 bytes left without a BLANK record

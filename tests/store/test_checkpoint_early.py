@@ -1,0 +1,97 @@
+"""Issue 11 item 4: the checkpoint is written about one flush interval after start (RocketMQ's
+FlushConsumeQueueService starts with lastFlushTimestamp = 0, so its first round is thorough),
+not a minute later: a crash in the first minute recovers from the checkpoint's file."""
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from store.commitlog import MessageExtBrokerInner
+from store.config import MessageStoreConfig
+from store.message_store import DefaultMessageStore
+
+FILE_SIZE = 64 * 1024
+
+
+def _cfg(root: Path) -> MessageStoreConfig:
+    return MessageStoreConfig(storePathRootDir=str(root), mappedFileSizeCommitLog=FILE_SIZE,
+                              mappedFileSizeConsumeQueue=6000, maxHashSlotNum=100, maxIndexNum=400)
+
+
+def _checkpoint(root: Path) -> tuple[int, int, int]:
+    data = (root / "checkpoint").read_bytes()
+    return struct.unpack(">qqq", data[:24])
+
+
+def test_checkpoint_file_is_written_within_seconds_of_start(tmp_path):
+    root = tmp_path / "s"
+    s = DefaultMessageStore(_cfg(root))
+    s.load()
+    s.start()
+    try:
+        r = s.put_message(MessageExtBrokerInner("T", 0, b"x" * 100))
+        assert r.is_ok()
+        stored = r.appendMessageResult.storeTimestamp
+        deadline = time.monotonic() + 4.0
+        while time.monotonic() < deadline and min(_checkpoint(root)[:2]) < stored:
+            time.sleep(0.05)
+        physic, logics, _ = _checkpoint(root)
+        assert physic >= stored and logics >= stored, "no checkpoint within 4 s of start"
+    finally:
+        s.shutdown()
+
+
+_CHILD = r"""
+import sys, time
+from store.commitlog import MessageExtBrokerInner
+from store.config import MessageStoreConfig
+from store.message_store import DefaultMessageStore
+s = DefaultMessageStore(MessageStoreConfig(storePathRootDir=sys.argv[1], mappedFileSizeCommitLog=%d,
+                        mappedFileSizeConsumeQueue=6000, maxHashSlotNum=100, maxIndexNum=400))
+s.load(); s.start()
+for i in range(150):
+    assert s.put_message(MessageExtBrokerInner("T", 0, b"y" * 1000)).is_ok()
+print(s.commit_log.get_max_offset(), flush=True)
+time.sleep(60)
+""" % FILE_SIZE
+
+
+def _run_and_kill(root: Path) -> int:
+    """A broker-like process that writes, then is SIGKILLed once its first checkpoint is out."""
+    before = _checkpoint(root)[1] if (root / "checkpoint").exists() else 0
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(root)], stdout=subprocess.PIPE, text=True)
+    try:
+        end = int(child.stdout.readline())
+        deadline = time.monotonic() + 5.0  # the first checkpoint: about 1 s after start
+        while time.monotonic() < deadline and _checkpoint(root)[1] <= before:
+            time.sleep(0.05)
+        time.sleep(0.1)
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+    assert _checkpoint(root)[1] > before, "no checkpoint within 5 s of start"
+    return end
+
+
+def test_crashes_in_the_first_minute_recover_from_the_checkpoint_file(tmp_path):
+    root = tmp_path / "s"
+    first_end = _run_and_kill(root)
+    time.sleep(3.2)  # past the checkpoint's 3 s safety margin
+    _run_and_kill(root)
+    files = sorted(os.listdir(root / "commitlog"))
+    s = DefaultMessageStore(_cfg(root))
+    s.load()
+    try:
+        rep = s.recovery_report
+        assert rep.abnormal and rep.start_file is not None
+        start = int(Path(rep.start_file).name)
+        assert start >= first_end - FILE_SIZE and start > 0, (rep, files)
+        assert s.get_max_offset_in_queue("T", 0) == 300
+    finally:
+        s.start()
+        s.shutdown()
