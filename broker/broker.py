@@ -46,8 +46,10 @@ from processors.transaction import (
     EndTransactionProcessor, TransactionalMessageCheckService, TransactionalMessageService,
 )
 from store.commitlog import MessageExtBatch, MessageExtBrokerInner, PutMessageResult
+from store.config_files import config_refusal
 from store.consumer_offset import ConsumerOffsetManager
 from store.delay_offset import DelayOffsetManager
+from store.errors import StoreConfigError
 from store.message_store import DefaultMessageStore
 from store.schedule import ScheduleMessageService, TimerProgress
 from store.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
@@ -129,11 +131,7 @@ class BrokerRole:
         self.broker_config = b
         self.message_store_config = settings.store
         self.server = RemotingServer("broker", idle_seconds=float(settings.netty_server.serverChannelMaxIdleTimeSeconds))
-        self.topic_config_manager = TopicConfigManager(root, TopicBrokerSettings(
-            brokerClusterName=b.brokerClusterName, brokerName=b.brokerName,
-            autoCreateTopicEnable=b.autoCreateTopicEnable, defaultTopicQueueNums=b.defaultTopicQueueNums,
-            clusterTopicEnable=b.clusterTopicEnable, brokerTopicEnable=b.brokerTopicEnable,
-            traceTopicEnable=b.traceTopicEnable, msgTraceTopicName=b.msgTraceTopicName))
+        self.topic_config_manager = TopicConfigManager(root, TopicBrokerSettings.of(b))
         self.consumer_offset_manager = ConsumerOffsetManager(root)
         self.subscription_group_manager = SubscriptionGroupManager(root, b.autoCreateSubscriptionGroup)
         self.consumer_filter_manager = ConsumerFilterManager(clean_time_span_ms=b.filterDataCleanTimeSpan)
@@ -186,7 +184,8 @@ class BrokerRole:
         s = self.settings
         Path(s.store.storePathRootDir).mkdir(parents=True, exist_ok=True)
         for manager in (self.topic_config_manager, self.consumer_offset_manager, self.subscription_group_manager):
-            manager.load()
+            if not manager.load():
+                raise StoreConfigError(config_refusal(manager.load_error, s.store.storePathRootDir))
         await trio.to_thread.run_sync(self._start_store)
         try:
             main, fast = await self.server.open_listeners([(self.host, s.listen_port), (self.host, s.fast_listen_port)])
@@ -224,7 +223,12 @@ class BrokerRole:
         self.store.start()
         self._store_started = True
         if self.schedule_service is not None and self.message_store_config.brokerRole != "SLAVE":
-            self.schedule_service.load()
+            if not self.schedule_service.load():
+                errors = [m.load_error for m in (self.schedule_service.offsets, self.schedule_service.timer)
+                          if m is not None and m.load_error]
+                self.store.shutdown()
+                self._store_started = False
+                raise StoreConfigError(config_refusal("; ".join(errors), self.message_store_config.storePathRootDir))
             self.schedule_service.start()
 
     def _shutdown_store(self) -> None:

@@ -20,6 +20,7 @@ import trio
 
 from broker.config import ConfigError, load_broker_settings
 from broker.remoting_client import parse_addr
+from store.errors import StoreConfigError
 from wire.errors import WireError
 
 log = logging.getLogger("rmqd")
@@ -69,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify = st_sub.add_parser("verify", help="check every record, consume-queue unit and index entry")
     verify.add_argument("store_dir")
     verify.add_argument("-c", "--config", help="broker.conf the store was written with (file sizes, messageDelayLevel)")
+    repair = st_sub.add_parser("repair-config", help="move damaged config/*.json aside; restore from .bak or "
+                                                     "rebuild topics and groups from consumequeue/")
+    repair.add_argument("store_dir", nargs="?", help="store directory (default: storePathRootDir of -c)")
+    repair.add_argument("--store", dest="store_opt", help="store directory (same as the positional argument)")
+    repair.add_argument("-c", "--config", help="broker.conf of the store (storePathRootDir, brokerName, ...)")
     dump = st_sub.add_parser("dump", help="print the stored messages as JSON lines")
     dump.add_argument("store_dir")
     dump.add_argument("--topic")
@@ -254,7 +260,9 @@ def _check_namesrv_addrs(value: str) -> None:
 
 def _run_store(args: argparse.Namespace) -> int:
     if args.store_command is None:
-        raise CliError("store needs a sub-command: verify or dump")
+        raise CliError("store needs a sub-command: verify, dump or repair-config")
+    if args.store_command == "repair-config":
+        return _run_repair_config(args)
     store_dir = Path(args.store_dir)
     if not store_dir.is_dir():
         raise CliError(f"store {store_dir} does not exist or is not a directory")
@@ -281,6 +289,35 @@ def _run_store(args: argparse.Namespace) -> int:
         out.flush()
     except BrokenPipeError:  # `rmqd store dump ... | head`: the reader has had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_OK
+
+
+def _run_repair_config(args: argparse.Namespace) -> int:
+    from store.errors import StoreLockError
+    from store.repair import repair_config
+    from store.topic_config import TopicBrokerSettings
+
+    settings = load_broker_settings(args.config) if args.config else None
+    given = args.store_dir or args.store_opt
+    if given is None and settings is None:
+        raise CliError("repair-config needs the store directory or -c broker.conf")
+    store_dir = Path(given or settings.store.storePathRootDir).expanduser()
+    if not store_dir.is_dir():
+        raise CliError(f"store {store_dir} does not exist or is not a directory")
+    config = None
+    topic_settings = None
+    if settings is not None:
+        config = settings.store
+        config.storePathRootDir = str(store_dir)
+        topic_settings = TopicBrokerSettings.of(settings.broker)
+    try:
+        lines = repair_config(store_dir, config, topic_settings)
+    except StoreLockError as exc:
+        raise CliError(str(exc)) from None
+    for line in lines:
+        print(line)
+    if not lines:
+        print(f"store {store_dir}: every config file is readable, nothing to repair")
     return EXIT_OK
 
 
@@ -336,6 +373,8 @@ def _leaf_exceptions(exc: BaseException) -> list[BaseException]:
 
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, (CliError, ConfigError)):
+        return str(exc)
+    if isinstance(exc, StoreConfigError):
         return str(exc)
     if isinstance(exc, WireError):
         return f"bad data: {exc}"

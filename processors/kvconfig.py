@@ -28,7 +28,10 @@ class KVConfigManager:
         """Read kvConfig.json if there is one; a corrupt file is a clear error naming it."""
         if self.path is None or not self.path.exists():
             return
-        text = self.path.read_text(encoding="utf-8")
+        try:
+            text = self.path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise WireError(f"{self.path}: not UTF-8 text (byte {exc.start})") from None
         if not text.strip():
             return
         try:

@@ -5,15 +5,23 @@ these files, so they are written the way ``ConfigManager.persist`` writes them â
 pretty print (tabs, unquoted integer map keys, see ``wire/fastjson.py``), the new text first
 to ``<name>.tmp``, the previous text copied to ``<name>.bak``, then the temp file renamed
 over the original. Loading falls back to ``.bak`` when the file is missing, empty or does
-not parse (``ConfigManager.load``/``loadBak``).
+not parse (``ConfigManager.load``/``loadBak``); when neither can be read, ``load()`` says
+False and the broker refuses to start (as RocketMQ's BrokerController does), naming both.
+
+Unlike RocketMQ, an unreadable file is never overwritten: loaded from ``.bak`` instead, it
+is moved aside to ``<name>.corrupt-<time>`` before the first save, and an empty file is
+treated as damaged (RocketMQ would start with an empty table and later overwrite it, making
+every topic's messages unreachable). ``rmqd store repair-config`` is the way out.
 
 Unlike RocketMQ, the temp file is fsynced before the rename: consumer offsets are
 acknowledged state and must not come back empty after a power loss.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
@@ -21,6 +29,8 @@ from typing import Any
 from wire import fastjson
 from wire.errors import WireError
 from wire.javamap import java_concurrent_hashmap_order as java_map_order
+
+log = logging.getLogger("rmqd.store.config")
 
 TOPICS_JSON = "topics.json"
 CONSUMER_OFFSET_JSON = "consumerOffset.json"
@@ -33,6 +43,13 @@ def config_path(store_path_root_dir: str | os.PathLike, name: str) -> Path:
     return Path(store_path_root_dir) / "config" / name
 
 
+def config_refusal(load_error: str | None, store_path_root_dir: str | os.PathLike) -> str:
+    """The one line a broker that will not start on a damaged config file prints."""
+    return (f"{load_error}: not starting, nothing was changed; restore the file, or run "
+            f"`rmqd store repair-config {store_path_root_dir}` (moves damaged files aside, rebuilds "
+            f"topics.json from consumequeue/)")
+
+
 def detect_capacity(table: dict, candidates: tuple[int | None, ...]) -> int | None:
     """The first candidate capacity whose Java map order is ``table``'s current order (a
     file tells which Java map wrote it); the last candidate when none fits."""
@@ -41,14 +58,6 @@ def detect_capacity(table: dict, candidates: tuple[int | None, ...]) -> int | No
         if list(java_map_order(table, cap)) == keys:
             return cap
     return candidates[-1]
-
-
-def _read_text(path: Path) -> str | None:
-    """``MixAll.file2String``: None when the file does not exist."""
-    try:
-        return path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        return None
 
 
 def _write_text(path: Path, text: str, sync: bool) -> None:
@@ -65,9 +74,16 @@ def string_to_file(text: str, path: str | os.PathLike) -> None:
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     _write_text(tmp, text, sync=True)
-    prev = _read_text(path)
+    try:
+        prev = path.read_bytes()  # bytes: an unreadable file goes to .bak as it is, never lost
+    except FileNotFoundError:
+        prev = None
     if prev is not None:
-        _write_text(path.with_name(path.name + ".bak"), prev, sync=True)
+        bak = path.with_name(path.name + ".bak")
+        with open(bak, "wb") as f:
+            f.write(prev)
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
     try:
         fd = os.open(path.parent, os.O_RDONLY)
@@ -79,6 +95,9 @@ def string_to_file(text: str, path: str | os.PathLike) -> None:
         pass
 
 
+_MISSING = object()
+
+
 class ConfigManager(ABC):
     """Base of the JSON-backed managers. ``load()`` returns False only when both the file
     and its ``.bak`` are unusable; ``load_error`` then says which file and why."""
@@ -86,6 +105,7 @@ class ConfigManager(ABC):
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
         self.load_error: str | None = None
+        self._unreadable_main = False
         self._persist_lock = threading.Lock()
 
     @abstractmethod
@@ -106,27 +126,62 @@ class ConfigManager(ABC):
         self.decode_obj(obj)
 
     def load(self) -> bool:
-        try:
-            text = _read_text(self.path)
-            if not text:
-                return self._load_bak()
-            self.decode(text)
-            return True
-        except (ValueError, UnicodeDecodeError, OSError) as exc:  # WireError is a ValueError
-            self.load_error = f"{self.path}: {exc}"
-            return self._load_bak()
-
-    def _load_bak(self) -> bool:
+        """The file, else its ``.bak``; False (and ``load_error``) when there is a file or a
+        ``.bak`` and neither can be used."""
         bak = self.path.with_name(self.path.name + ".bak")
-        try:
-            text = _read_text(bak)
-            if text:
-                self.decode(text)
+        main_problem = self._try_load(self.path)
+        if main_problem is None:
             return True
-        except (ValueError, UnicodeDecodeError, OSError) as exc:
-            self.load_error = f"{bak}: {exc}" if self.load_error is None else f"{self.load_error}; {bak}: {exc}"
+        bak_problem = self._try_load(bak)
+        if main_problem is _MISSING:
+            if bak_problem is None or bak_problem is _MISSING:
+                return True  # a fresh store; or the crash window of a save (file renamed away)
+            self.load_error = f"{self.path}: missing; {bak}: {bak_problem}"
             return False
+        if bak_problem is None:
+            log.warning("%s: %s; loaded %s instead (the damaged file is kept as %s.corrupt-<time>)",
+                        self.path, main_problem, bak.name, self.path.name)
+            self._unreadable_main = True
+            self.load_error = f"{self.path}: {main_problem}"  # informational: .bak was used
+            return True
+        self.load_error = (f"{self.path}: {main_problem}; {bak}: "
+                           f"{'does not exist' if bak_problem is _MISSING else bak_problem}")
+        return False
+
+    def _try_load(self, path: Path) -> object:
+        """None when ``path`` was loaded; _MISSING; else why it cannot be used."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return _MISSING
+        except OSError as exc:
+            return f"unreadable ({exc.strerror or exc})"
+        if not data.strip():
+            return "empty"
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"not UTF-8 text (byte {exc.start})"
+        try:
+            self.decode(text)  # every decode_obj parses whole before it changes the table
+        except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
+            return f"not a valid {self.path.name} ({type(exc).__name__}: {exc})"
+        return None
+
+    def set_aside_unreadable(self) -> Path | None:
+        """Move the damaged file (loaded from .bak instead) out of the way of the next save."""
+        if not self._unreadable_main:
+            return None
+        self._unreadable_main = False
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d%H%M%S')}")
+        try:
+            os.replace(self.path, aside)
+        except FileNotFoundError:
+            return None
+        log.warning("%s moved aside to %s", self.path, aside.name)
+        return aside
 
     def persist(self) -> None:
         with self._persist_lock:
+            self.set_aside_unreadable()
             string_to_file(self.encode(pretty=True), self.path)

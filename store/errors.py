@@ -24,4 +24,9 @@ class StoreNameError(ValueError):
     created, so no name can reach outside the store directory."""
 
 
-__all__ = ["StoreFileError", "StoreLockError", "StoreNameError"]
+class StoreConfigError(ValueError):
+    """A config/*.json file and its .bak are both unusable: the broker refuses to start (as
+    RocketMQ's does) rather than run without the table and overwrite it at the next save."""
+
+
+__all__ = ["StoreConfigError", "StoreFileError", "StoreLockError", "StoreNameError"]

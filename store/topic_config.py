@@ -56,6 +56,11 @@ class TopicBrokerSettings:
     traceTopicEnable: bool = False
     msgTraceTopicName: str = RMQ_SYS_TRACE_TOPIC
 
+    @classmethod
+    def of(cls, broker_config: Any) -> "TopicBrokerSettings":
+        """The same keys taken from a BrokerConfig."""
+        return cls(**{name: getattr(broker_config, name) for name in cls.__dataclass_fields__})
+
 
 class TopicConfigManager(ConfigManager):
     def __init__(self, store_path_root_dir: str | os.PathLike,

@@ -333,3 +333,14 @@ def test_get_namesrv_config_and_order_topic_conf():
                                                     "value": "broker-a:4"}))
     data = TopicRouteData.decode(route(p, "TopicA").body)
     assert data.orderTopicConf == "broker-a:4"
+
+
+def test_damaged_kv_config_is_a_clear_error_naming_the_file(tmp_path):
+    from wire.errors import WireError
+    path = tmp_path / "kvConfig.json"
+    for bad, needle in ((b'{"configTable":\xff}', "not UTF-8"), (b"{broken", str(path)), (b"[1]", "configTable")):
+        path.write_bytes(bad)
+        with pytest.raises(WireError) as info:
+            KVConfigManager(path).load()
+        assert str(path) in str(info.value) and needle in str(info.value)
+        assert path.read_bytes() == bad

@@ -160,9 +160,9 @@ def test_bak_fallback_and_errors(root: Path) -> None:
     assert m.load()
     assert "consumerOffset.json:" in m.load_error
     assert m.encode(pretty=True) == good
-    (cfg / "consumerOffset.json").write_text("")  # empty -> .bak, silently
+    (cfg / "consumerOffset.json").write_text("")  # empty -> .bak, and said (rmqd never writes an empty file)
     m = ConsumerOffsetManager(root)
-    assert m.load() and m.load_error is None and m.query_offset("FixConsumerGroup", "FixTopicA", 0) == 4
+    assert m.load() and "consumerOffset.json: empty" in m.load_error and m.query_offset("FixConsumerGroup", "FixTopicA", 0) == 4
     (cfg / "consumerOffset.json.bak").write_text("[1,2]")
     (cfg / "consumerOffset.json").write_text("not json")
     m = ConsumerOffsetManager(root)

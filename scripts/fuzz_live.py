@@ -1,0 +1,815 @@
+#!/usr/bin/env python3
+"""Live fuzzer: mutated Remoting frames against a running `rmqd serve`, with health checks.
+
+Starts `rmqd serve` on free 127.0.0.1 ports with a temporary store (or attaches to one with
+--namesrv/--broker), builds valid seed frames (every request of the real 4.9.8 Java capture
+plus synthesized requests of every code area, JSON and ROCKETMQ headers), mutates them and
+sends them over several pipelined connections. Every --health-every frames a NEW connection
+checks that the broker still works end to end: (re)create the health topic, send a message,
+heartbeat, pull it back within a bound (a sent message that never becomes pullable is a
+*wedge*: dispatch stopped), and ask the name server for the cluster. The server's log is
+scanned for tracebacks; the frames sent since the last clean check are replayed one at a
+time to name the frame that causes each distinct one (printed in hex).
+
+    scripts/fuzz_live.py --frames 300000 --seed 1
+    scripts/fuzz_live.py --frames 5000 --namesrv 127.0.0.1:9876 --broker 127.0.0.1:10911
+
+Exit status 0 only with 0 tracebacks, 0 failed health checks, 0 wedges and the server alive.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import trio
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(1, str(REPO / "tests"))
+
+from support import free_broker_port, free_port  # noqa: E402  (tests/support.py: the suite's port helpers)
+from wire.codes import RequestCode, ResponseCode, SerializeType  # noqa: E402
+from wire.frame import FrameDecoder, RemotingCommand, decode_frame, encode_frame, make_request  # noqa: E402
+from wire.message import decode_messages, encode_properties  # noqa: E402
+
+CAPTURE = REPO.parent / "shared" / "fixtures" / "java-4.9.8-remoting-capture" / "remoting-frames.jsonl"
+HEALTH_TOPIC = "FuzzHealthZ9q"
+HEALTH_GROUP = "FuzzHealthGroupZ9q"
+PRODUCER_GROUP = "FuzzProducerZ9q"
+TRACEBACK_RE = re.compile(r"^Traceback \(most recent call last\):$", re.M)
+
+# values a client could put anywhere: path tricks, NULs, sizes, numbers Java cannot parse
+NASTY: list[Any] = [
+    "", " ", "\x00", "a\x00b", "%DLQ%\x00", "%RETRY%\x00", "../../../../tmp/x", "%RETRY%../../x", "..", "/",
+    "a" * 128, "a" * 256, "a" * 70_000, "-1", "-2147483649", "2147483648", "9223372036854775808",
+    "-9223372036854775809", "1e309", "NaN", "Infinity", "0x10", "1.5", "+1", "null", "true", "[]", "{}",
+    "\ud800", "é", "😀" * 5, "%", "|", "TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "%RETRY%",
+    "%DLQ%", "DefaultCluster", "0", "1", "16", "65536", "99999999999999999999999",
+    -1, 0, 1, 2**31, 2**63, -(2**63) - 1, 1e309, 1.5, True, None, [], {}, [1, "a"], {"a": 1},
+]
+# request codes worth hitting with synthesized seeds (every processor area)
+SYNTH_CODES = [
+    RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
+    RequestCode.PULL_MESSAGE, RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID,
+    RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.CONSUMER_SEND_MSG_BACK,
+    RequestCode.END_TRANSACTION, RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.UPDATE_CONSUMER_OFFSET,
+    RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, RequestCode.GET_EARLIEST_MSG_STORETIME, RequestCode.LOCK_BATCH_MQ,
+    RequestCode.UNLOCK_BATCH_MQ, RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+    RequestCode.DELETE_TOPIC_IN_BROKER, RequestCode.DELETE_SUBSCRIPTIONGROUP, RequestCode.GET_ALL_TOPIC_CONFIG,
+    RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.GET_TOPIC_STATS_INFO, RequestCode.GET_CONSUME_STATS,
+    RequestCode.CHECK_CLIENT_CONFIG, RequestCode.QUERY_CONSUME_QUEUE, RequestCode.GET_BROKER_CONFIG,
+    RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.GET_BROKER_CLUSTER_INFO, RequestCode.PUT_KV_CONFIG,
+    RequestCode.GET_KV_CONFIG, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, RequestCode.GET_TOPICS_BY_CLUSTER,
+    RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER,
+]
+NAMESRV_CODES = {RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.GET_BROKER_CLUSTER_INFO, RequestCode.PUT_KV_CONFIG,
+                 RequestCode.GET_KV_CONFIG, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+                 RequestCode.GET_TOPICS_BY_CLUSTER, RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER}
+
+
+@dataclass
+class Seed:
+    target: str  # "namesrv" or "broker"
+    code: int
+    ext: dict[str, Any]
+    body: bytes = b""
+    flag: int = 0
+    serialize_type: int = SerializeType.JSON
+
+
+@dataclass
+class Stats:
+    frames: int = 0
+    intact_frames: int = 0  # frames whose framing and header were left decodable
+    by_mutator: Counter = field(default_factory=Counter)
+    responses: Counter = field(default_factory=Counter)
+    server_closes: int = 0
+    health_ok: int = 0
+    health_failed: int = 0
+    wedges: int = 0
+    tracebacks: int = 0
+    distinct: dict[str, str] = field(default_factory=dict)  # traceback signature -> offending frame hex
+    failures: list[str] = field(default_factory=list)
+    server_died: bool = False
+    seconds: float = 0.0
+
+    def ok(self) -> bool:
+        return not (self.tracebacks or self.health_failed or self.wedges or self.server_died)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"frames": self.frames, "intact_frames": self.intact_frames, "tracebacks": self.tracebacks, "health_ok": self.health_ok,
+                "health_failed": self.health_failed, "wedges": self.wedges, "server_closes": self.server_closes,
+                "server_died": self.server_died, "seconds": round(self.seconds, 1),
+                "responses": {str(k): v for k, v in self.responses.most_common()},
+                "by_mutator": dict(self.by_mutator), "distinct": self.distinct, "failures": self.failures}
+
+
+# ------------------------------------------------------------------------------------------------
+# seeds
+
+
+def _now() -> str:
+    return str(int(time.time() * 1000))
+
+
+def capture_seeds() -> list[Seed]:
+    """Every client->server request of the real 4.9.8 Java capture."""
+    seeds = []
+    if not CAPTURE.exists():
+        return seeds
+    for line in CAPTURE.read_text().splitlines():
+        d = json.loads(line)
+        port = d["dst"].rsplit(":", 1)[1]
+        if port not in ("9876", "10911"):
+            continue
+        cmd = decode_frame(bytes.fromhex(d["rawFrameHex"]))
+        if cmd.is_response:
+            continue
+        seeds.append(Seed("namesrv" if port == "9876" else "broker", int(cmd.code), dict(cmd.ext_fields or {}),
+                          bytes(cmd.body or b""), cmd.flag, int(cmd.serialize_type)))
+    return seeds
+
+
+def _send_ext(topic: str, queue_id: int = 0, props: dict[str, str] | None = None) -> dict[str, str]:
+    return {"a": PRODUCER_GROUP, "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0", "g": _now(),
+            "h": "0", "i": encode_properties(props or {"TAGS": "TagA", "KEYS": "k1", "WAIT": "true"}), "j": "0",
+            "k": "false", "m": "false", "n": "broker-a"}
+
+
+def _heartbeat_body(client: str, group: str, topic: str) -> bytes:
+    return json.dumps({"clientID": client, "consumerDataSet": [{
+        "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET", "consumeType": "CONSUME_PASSIVELY", "groupName": group,
+        "messageModel": "CLUSTERING", "subscriptionDataSet": [{
+            "classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": "*", "subVersion": 1,
+            "tagsSet": [], "topic": topic}], "unitMode": False}],
+        "producerDataSet": [{"groupName": PRODUCER_GROUP}]}).encode()
+
+
+def _pull_ext(topic: str, group: str, queue_id: int, offset: int, sys_flag: int = 2, suspend_ms: int = 0) -> dict:
+    return {"queueId": str(queue_id), "maxMsgNums": "32", "sysFlag": str(sys_flag), "suspendTimeoutMillis":
+            str(suspend_ms), "commitOffset": "0", "topic": topic, "queueOffset": str(offset),
+            "expressionType": "TAG", "subVersion": "0", "consumerGroup": group, "subscription": "*"}
+
+
+def synthesized_seeds() -> list[Seed]:
+    t, g = "FuzzT", "FuzzG"
+    mq = {"topic": t, "brokerName": "broker-a", "queueId": 0}
+    seeds = [
+        Seed("broker", RequestCode.SEND_MESSAGE_V2, _send_ext(t), b"hello"),
+        Seed("broker", RequestCode.SEND_MESSAGE, {
+            "producerGroup": PRODUCER_GROUP, "topic": t, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
+            "queueId": "1", "sysFlag": "0", "bornTimestamp": _now(), "flag": "0",
+            "properties": encode_properties({"TAGS": "T", "DELAY": "2"}), "reconsumeTimes": "0",
+            "unitMode": "false", "batch": "false"}, b"v1 body"),
+        Seed("broker", RequestCode.SEND_BATCH_MESSAGE, _send_ext(t), bytes.fromhex(
+            "0000001b000000000000000000000003616263000000000000001b00000000000000000000000364656600000000")),
+        Seed("broker", RequestCode.PULL_MESSAGE, _pull_ext(t, g, 0, 0, suspend_ms=200)),
+        Seed("broker", RequestCode.HEART_BEAT, {}, _heartbeat_body("fuzz@1", g, t)),
+        Seed("broker", RequestCode.UNREGISTER_CLIENT, {"clientID": "fuzz@1", "producerGroup": PRODUCER_GROUP,
+                                                       "consumerGroup": g}),
+        Seed("broker", RequestCode.CONSUMER_SEND_MSG_BACK, {
+            "offset": "0", "group": g, "delayLevel": "-1", "originMsgId": "7F00000100002A9F0000000000000000",
+            "originTopic": t, "unitMode": "false", "maxReconsumeTimes": "16"}),
+        Seed("broker", RequestCode.END_TRANSACTION, {
+            "producerGroup": PRODUCER_GROUP, "tranStateTableOffset": "0", "commitLogOffset": "0",
+            "commitOrRollback": "8", "fromTransactionCheck": "false", "msgId": "7F00000100002A9F0000000000000000",
+            "transactionId": "abc"}),
+        Seed("broker", RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": g}),
+        Seed("broker", RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": g, "topic": t, "queueId": "0",
+                                                            "commitOffset": "1"}),
+        Seed("broker", RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": g, "topic": t, "queueId": "0"}),
+        Seed("broker", RequestCode.GET_MAX_OFFSET, {"topic": t, "queueId": "0"}),
+        Seed("broker", RequestCode.GET_MIN_OFFSET, {"topic": t, "queueId": "0"}),
+        Seed("broker", RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"topic": t, "queueId": "0", "timestamp": _now()}),
+        Seed("broker", RequestCode.GET_EARLIEST_MSG_STORETIME, {"topic": t, "queueId": "0"}),
+        Seed("broker", RequestCode.QUERY_MESSAGE, {"topic": t, "key": "k1", "maxNum": "32", "beginTimestamp": "0",
+                                                   "endTimestamp": _now()}),
+        Seed("broker", RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "0"}),
+        Seed("broker", RequestCode.LOCK_BATCH_MQ, {}, json.dumps(
+            {"consumerGroup": g, "clientId": "fuzz@1", "mqSet": [mq]}).encode()),
+        Seed("broker", RequestCode.UNLOCK_BATCH_MQ, {}, json.dumps(
+            {"consumerGroup": g, "clientId": "fuzz@1", "mqSet": [mq]}).encode()),
+        Seed("broker", RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": t, "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4", "perm": "6",
+            "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}),
+        Seed("broker", RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, json.dumps(
+            {"groupName": g, "consumeEnable": True, "retryQueueNums": 1, "retryMaxTimes": 16,
+             "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1}).encode()),
+        Seed("broker", RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": t}),
+        Seed("broker", RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": g}),
+        Seed("broker", RequestCode.GET_TOPIC_STATS_INFO, {"topic": t}),
+        Seed("broker", RequestCode.GET_CONSUME_STATS, {"consumerGroup": g, "topic": t}),
+        Seed("broker", RequestCode.CHECK_CLIENT_CONFIG, {}, json.dumps(
+            {"group": g, "subscriptionData": {"topic": t, "subString": "a > 1", "expressionType": "SQL92",
+                                              "subVersion": 1, "tagsSet": [], "codeSet": []}}).encode()),
+        Seed("broker", RequestCode.QUERY_CONSUME_QUEUE, {"topic": t, "queueId": "0", "index": "0", "count": "10",
+                                                         "consumerGroup": g}),
+        Seed("namesrv", RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": t}),
+        Seed("namesrv", RequestCode.GET_BROKER_CLUSTER_INFO, {}),
+        Seed("namesrv", RequestCode.PUT_KV_CONFIG, {"namespace": "ORDER_TOPIC_CONFIG", "key": t,
+                                                     "value": "broker-a:4"}),
+        Seed("namesrv", RequestCode.GET_KV_CONFIG, {"namespace": "ORDER_TOPIC_CONFIG", "key": t}),
+        Seed("namesrv", RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": "DefaultCluster"}),
+    ]
+    for code in (RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_BROKER_RUNTIME_INFO,
+                 RequestCode.GET_BROKER_CONFIG):
+        seeds.append(Seed("broker", code, {}))
+    seeds.append(Seed("namesrv", RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {}))
+    for s in list(seeds):  # the same requests with ROCKETMQ binary headers
+        seeds.append(Seed(s.target, s.code, s.ext, s.body, s.flag, SerializeType.ROCKETMQ))
+    return seeds
+
+
+# ------------------------------------------------------------------------------------------------
+# frames and mutators
+
+
+def json_frame(code: int, ext: Any, body: bytes, *, flag: int = 0, opaque: int = 0,
+               extra: dict[str, Any] | None = None, raw_header: bytes | None = None) -> bytes:
+    """A JSON-header frame built by hand, so values of any JSON type (or none) can go in."""
+    if raw_header is None:
+        header: dict[str, Any] = {"code": code, "extFields": ext, "flag": flag, "language": "JAVA",
+                                  "opaque": opaque, "serializeTypeCurrentRPC": "JSON", "version": 395}
+        if extra:
+            header.update(extra)
+        raw_header = json.dumps(header, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return struct.pack(">iI", 4 + len(raw_header) + len(body), len(raw_header)) + raw_header + body
+
+
+def seed_frame(s: Seed, opaque: int) -> bytes:
+    if s.serialize_type == SerializeType.ROCKETMQ:
+        cmd = make_request(s.code, {k: str(v) for k, v in s.ext.items()}, s.body or None, opaque=opaque,
+                           serialize_type=SerializeType.ROCKETMQ)
+        cmd.flag = s.flag
+        return encode_frame(cmd)
+    return json_frame(s.code, s.ext, s.body, flag=s.flag, opaque=opaque)
+
+
+class Mutator:
+    """Each mutator returns (frame bytes, framing_intact). Intact frames go on the pipelined
+    connections; broken framing goes on a raw connection the server may close."""
+
+    def __init__(self, rng: random.Random, seeds: list[Seed]):
+        self.rng = rng
+        self.seeds = seeds
+        self.ops: list[tuple[str, Callable[[Seed, int], tuple[bytes, bool]]]] = [
+            ("valid", self.valid), ("ext_value", self.ext_value), ("ext_drop", self.ext_drop),
+            ("ext_add", self.ext_add), ("code", self.code), ("body_junk", self.body_junk),
+            ("body_json", self.body_json), ("header_fields", self.header_fields),
+            ("non_utf8_header", self.non_utf8_header), ("binary_ext", self.binary_ext),
+            ("byte_flip", self.byte_flip), ("truncate", self.truncate), ("length_lie", self.length_lie),
+            ("header_length_lie", self.header_length_lie), ("serialize_type", self.serialize_type),
+            ("garbage", self.garbage),
+        ]
+        self.weights = [4, 10, 4, 3, 3, 5, 6, 4, 3, 3, 4, 2, 2, 2, 2, 1]
+
+    def pick(self) -> tuple[str, Seed]:
+        return self.rng.choices(self.ops, self.weights)[0][0], self.rng.choice(self.seeds)
+
+    def apply(self, name: str, seed: Seed, opaque: int) -> tuple[bytes, bool]:
+        return dict(self.ops)[name](seed, opaque)
+
+    def nasty(self) -> Any:
+        r = self.rng.random()
+        if r < 0.7:
+            return self.rng.choice(NASTY)
+        if r < 0.85:
+            return "".join(chr(self.rng.randrange(0x20, 0x2FF)) for _ in range(self.rng.randrange(1, 40)))
+        return str(self.rng.randrange(-2**64, 2**64))
+
+    def valid(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        return seed_frame(s, opaque), True
+
+    def _json(self, s: Seed, ext: Any, body: bytes | None = None, **kw: Any) -> tuple[bytes, bool]:
+        return json_frame(s.code, ext, s.body if body is None else body, flag=s.flag, opaque=kw.pop("opaque", 0),
+                          **kw), True
+
+    def ext_value(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        ext = dict(s.ext)
+        for _ in range(self.rng.randrange(1, 3)):
+            if ext:
+                ext[self.rng.choice(list(ext))] = self.nasty()
+        return self._json(s, ext, opaque=opaque)
+
+    def ext_drop(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        ext = dict(s.ext)
+        for k in self.rng.sample(list(ext), k=min(len(ext), self.rng.randrange(1, 4))):
+            del ext[k]
+        return self._json(s, ext if self.rng.random() < 0.8 else self.rng.choice([None, [], "x", 5]), opaque=opaque)
+
+    def ext_add(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        ext = dict(s.ext)
+        for k in ("topic", "group", "consumerGroup", "queueId", "offset", "a", "b", "e", "sysFlag", "key",
+                  "namespace", "brokerName", "clusterName", "perm", "msgId", "commitLogOffset"):
+            if self.rng.random() < 0.2:
+                ext[k] = self.nasty()
+        return self._json(s, ext, opaque=opaque)
+
+    def code(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        code = self.rng.choice([self.rng.randrange(-5, 400), self.rng.choice(SYNTH_CODES), 2**31 - 1, -2**31,
+                                self.rng.randrange(0, 70000)])
+        return json_frame(code, s.ext, s.body, flag=s.flag, opaque=opaque), True
+
+    def body_junk(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        kind = self.rng.randrange(6)
+        if kind == 0:
+            body = bytes(self.rng.randrange(256) for _ in range(self.rng.randrange(0, 300)))
+        elif kind == 1:
+            body = b"\xff\xfe\x80" + s.body[3:]
+        elif kind == 2:
+            body = b"[" * self.rng.choice([100, 5000, 100_000])
+        elif kind == 3:
+            body = s.body[: self.rng.randrange(0, len(s.body) + 1)]
+        elif kind == 4:
+            body = b"x" * self.rng.choice([0, 4096, 1 << 20, 5 << 20])
+        else:
+            body = bytes([0x78, 0x9C]) + bytes(self.rng.randrange(256) for _ in range(64))  # zlib-ish junk
+        return self._json(s, s.ext, body, opaque=opaque)
+
+    def _mutate_tree(self, v: Any, depth: int = 0) -> Any:
+        if isinstance(v, dict) and v:
+            v = dict(v)
+            k = self.rng.choice(list(v))
+            if self.rng.random() < 0.3 and depth < 6:
+                v[k] = self._mutate_tree(v[k], depth + 1)
+            elif self.rng.random() < 0.5:
+                v[k] = self.nasty()
+            else:
+                del v[k]
+            return v
+        if isinstance(v, list) and v:
+            v = list(v)
+            i = self.rng.randrange(len(v))
+            v[i] = self._mutate_tree(v[i], depth + 1) if self.rng.random() < 0.5 else self.nasty()
+            return v
+        return self.nasty()
+
+    def body_json(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        try:
+            tree = json.loads(s.body)
+        except (ValueError, UnicodeDecodeError):
+            tree = {"groupName": "x"}
+        for _ in range(self.rng.randrange(1, 4)):
+            tree = self._mutate_tree(tree)
+        body = json.dumps(tree, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        return self._json(s, s.ext, body, opaque=opaque)
+
+    def header_fields(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        extra = {}
+        for k in ("code", "flag", "language", "opaque", "version", "remark", "serializeTypeCurrentRPC"):
+            if self.rng.random() < 0.3:
+                extra[k] = self.nasty()
+        if self.rng.random() < 0.3:
+            extra["flag"] = self.rng.choice([1, 2, 3, -1])  # responses and oneways the client did not expect
+        return self._json(s, s.ext, opaque=opaque, extra=extra)[0], not extra
+
+    def non_utf8_header(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        frame = seed_frame(Seed(s.target, s.code, s.ext, s.body, s.flag), opaque)
+        hl = struct.unpack_from(">I", frame, 4)[0]
+        header = bytearray(frame[8:8 + hl])
+        for _ in range(self.rng.randrange(1, 4)):
+            quote = [i for i, c in enumerate(header) if c == 0x22]
+            if quote:
+                header.insert(self.rng.choice(quote) + 1, self.rng.choice([0xFF, 0xC0, 0x80, 0xED]))
+        return json_frame(s.code, None, s.body, raw_header=bytes(header)), False
+
+    def binary_ext(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        ext = {k: str(self.nasty()) if self.rng.random() < 0.3 else str(v) for k, v in s.ext.items()}
+        ext = {k: v.encode("utf-8", "replace").decode("utf-8") for k, v in ext.items()}
+        cmd = make_request(s.code, ext, s.body or None, opaque=opaque, serialize_type=SerializeType.ROCKETMQ)
+        frame = bytearray(encode_frame(cmd))
+        for _ in range(self.rng.randrange(0, 3)):  # lengths inside the binary header
+            i = self.rng.randrange(8, min(len(frame), 40))
+            frame[i] = self.rng.randrange(256)
+        return bytes(frame), False
+
+    # framing-breaking mutators: raw connection
+    def byte_flip(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        frame = bytearray(seed_frame(s, opaque))
+        for _ in range(self.rng.randrange(1, 8)):
+            i = self.rng.randrange(len(frame))
+            frame[i] ^= 1 << self.rng.randrange(8)
+        return bytes(frame), False
+
+    def truncate(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        frame = seed_frame(s, opaque)
+        return frame[: self.rng.randrange(0, len(frame))], False
+
+    def length_lie(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        frame = bytearray(seed_frame(s, opaque))
+        lie = self.rng.choice([0, 1, 3, 4, -1, -2**31, 2**31 - 1, 16 * 1024 * 1024 + 1, len(frame) - 4 + 10,
+                               len(frame) - 20])
+        struct.pack_into(">i", frame, 0, lie)
+        return bytes(frame), False
+
+    def header_length_lie(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        frame = bytearray(seed_frame(s, opaque))
+        hl = self.rng.choice([0, 1, 0xFFFFFF, len(frame), len(frame) - 9, self.rng.randrange(0, 0x1000000)])
+        struct.pack_into(">I", frame, 4, (frame[4] << 24) | hl)
+        return bytes(frame), False
+
+    def serialize_type(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        frame = bytearray(seed_frame(s, opaque))
+        frame[4] = self.rng.choice([0, 1, 2, 3, 0x7F, 0x80, 0xFF])
+        return bytes(frame), False
+
+    def garbage(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        n = self.rng.randrange(1, 200)
+        return bytes(self.rng.randrange(256) for _ in range(n)), False
+
+
+# ------------------------------------------------------------------------------------------------
+# the server
+
+
+class Server:
+    """`rmqd serve` in a subprocess with its log in a file (or an attached one: no log)."""
+
+    def __init__(self, workdir: Path, namesrv: str | None = None, broker: str | None = None):
+        self.workdir = workdir
+        self.proc: subprocess.Popen | None = None
+        self.log_path: Path | None = None
+        self.namesrv, self.broker = namesrv, broker
+        self._log_pos = 0
+
+    def start(self, timeout: float = 60) -> None:
+        if self.namesrv and self.broker:
+            return
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        conf = self.workdir / "broker.conf"
+        conf.write_text("mappedFileSizeCommitLog=16777216\nmappedFileSizeConsumeQueue=120000\n"
+                        "autoCreateTopicEnable=true\nbrokerName=broker-a\nflushIntervalCommitLog=200\n")
+        ns_port, br_port = free_port(), free_broker_port()
+        self.log_path = self.workdir / "rmqd.log"
+        log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "broker", "--log-level", "WARNING", "serve", "--store", str(self.workdir / "store"),
+             "--namesrv-port", str(ns_port), "--broker-port", str(br_port), "--host", "127.0.0.1", "-c", str(conf),
+             "--kv-config", str(self.workdir / "kvConfig.json")],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=log, env=dict(os.environ, PYTHONUNBUFFERED="1"), text=True, errors="replace")
+        log.close()
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        while True:
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            line = self.proc.stdout.readline() if ready else ""
+            if line.startswith("rmqd ready"):
+                break
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"rmqd did not get ready (exit {self.proc.returncode}): "
+                                   f"{self.log_path.read_text()[-2000:]}")
+        self.namesrv, self.broker = f"127.0.0.1:{ns_port}", f"127.0.0.1:{br_port}"
+
+    def alive(self) -> bool:
+        return self.proc is None or self.proc.poll() is None
+
+    def new_log(self) -> str:
+        if self.log_path is None:
+            return ""
+        with open(self.log_path, "rb") as f:
+            f.seek(self._log_pos)
+            data = f.read()
+        self._log_pos += len(data)
+        return data.decode("utf-8", "replace")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def traceback_signatures(log_text: str) -> list[str]:
+    """One signature per traceback in ``log_text``: innermost frame + exception line."""
+    sigs = []
+    for m in TRACEBACK_RE.finditer(log_text):
+        lines = log_text[m.end():].splitlines()
+        where, what = "", ""
+        for ln in lines[1:200]:
+            if ln.startswith("  File "):
+                where = ln.strip()
+            elif ln and not ln.startswith(" "):
+                what = ln.strip()
+                break
+        sigs.append(f"{where} | {what}")
+    return sigs
+
+
+# ------------------------------------------------------------------------------------------------
+# connections
+
+
+def _addr(hostport: str) -> tuple[str, int]:
+    host, port = hostport.rsplit(":", 1)
+    return host, int(port)
+
+
+class Conn:
+    """A connection the fuzzer writes to without waiting; a reader task counts responses."""
+
+    def __init__(self, addr: str, stats: Stats):
+        self.addr = addr
+        self.stats = stats
+        self.stream: trio.SocketStream | None = None
+        self.closed = trio.Event()
+
+    async def open(self, nursery: trio.Nursery) -> None:
+        self.stream = await trio.open_tcp_stream(*_addr(self.addr))
+        self.closed = trio.Event()
+        nursery.start_soon(self._reader, self.stream, self.closed)
+
+    async def _reader(self, stream: trio.SocketStream, closed: trio.Event) -> None:
+        dec = FrameDecoder()
+        try:
+            while True:
+                data = await stream.receive_some(65536)
+                if not data:
+                    break
+                dec.feed(data)
+                for cmd in dec:
+                    self.stats.responses[int(cmd.code)] += 1
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        except Exception as exc:  # a response the codec refuses: the server sent a bad frame
+            self.stats.failures.append(f"undecodable response from {self.addr}: {type(exc).__name__}: {exc}")
+        finally:
+            if not closed.is_set():
+                closed.set()
+
+    async def send(self, data: bytes, nursery: trio.Nursery) -> None:
+        if self.stream is None or self.closed.is_set():
+            if self.stream is not None:
+                self.stats.server_closes += 1
+                await self.stream.aclose()
+            await self.open(nursery)
+        assert self.stream is not None
+        try:
+            with trio.fail_after(10):
+                await self.stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            self.closed.set()
+            self.stats.server_closes += 1
+            await self.stream.aclose()
+            await self.open(nursery)  # the frame again on a new connection, once
+            with trio.move_on_after(10):
+                try:
+                    await self.stream.send_all(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    self.closed.set()
+        except trio.TooSlowError:
+            self.stats.failures.append(f"send to {self.addr} blocked 10 s (server stopped reading)")
+            self.closed.set()
+
+    async def close(self) -> None:
+        if self.stream is not None:
+            await self.stream.aclose()
+            self.stream = None
+
+
+class Client:
+    """Requests one at a time on ONE new connection (a heartbeat's consumer lives as long as it)."""
+
+    def __init__(self, addr: str):
+        self.addr = addr
+        self.stream: trio.SocketStream | None = None
+        self.dec = FrameDecoder()
+        self.opaque = 0
+
+    async def __aenter__(self) -> "Client":
+        self.stream = await trio.open_tcp_stream(*_addr(self.addr))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.stream is not None:
+            await self.stream.aclose()
+
+    async def invoke(self, code: int, ext: dict[str, str] | None = None, body: bytes | None = None,
+                     timeout: float = 5.0) -> RemotingCommand:
+        assert self.stream is not None
+        self.opaque += 1
+        cmd = make_request(code, ext, body, opaque=self.opaque)
+        with trio.fail_after(timeout):
+            await self.stream.send_all(encode_frame(cmd))
+            while True:
+                for resp in self.dec:
+                    if resp.is_response and resp.opaque == cmd.opaque:
+                        return resp
+                data = await self.stream.receive_some(65536)
+                if not data:
+                    raise ConnectionError(f"{self.addr} closed the connection before the response")
+                self.dec.feed(data)
+
+
+async def health_check(namesrv: str, broker: str, n: int, wedge_bound_s: float = 5.0) -> str | None:
+    """None when healthy; else what failed (prefixed 'wedge:' when a sent message never
+    became pullable). Every check uses new connections."""
+    try:
+        async with Client(broker) as c:
+            r = await c.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                "topic": HEALTH_TOPIC, "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1",
+                "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
+            if r.code != ResponseCode.SUCCESS:
+                return f"create health topic: code {r.code} {r.remark}"
+            body = f"health-{n}-{time.time()}".encode()
+            r = await c.invoke(RequestCode.SEND_MESSAGE_V2, _send_ext(HEALTH_TOPIC), body)
+            if r.code != ResponseCode.SUCCESS:
+                return f"send: code {r.code} {r.remark}"
+            offset = int((r.ext_fields or {})["queueOffset"])
+            r = await c.invoke(RequestCode.HEART_BEAT, {}, _heartbeat_body("fuzz-health@1", HEALTH_GROUP, HEALTH_TOPIC))
+            if r.code != ResponseCode.SUCCESS:
+                return f"heartbeat: code {r.code} {r.remark}"
+            deadline = trio.current_time() + wedge_bound_s
+            while True:
+                r = await c.invoke(RequestCode.PULL_MESSAGE, _pull_ext(HEALTH_TOPIC, HEALTH_GROUP, 0, offset))
+                if r.code == ResponseCode.SUCCESS and body in [m.body for m in decode_messages(bytes(r.body or b""))]:
+                    break
+                if trio.current_time() > deadline:
+                    return (f"wedge: message at queue offset {offset} not pullable after {wedge_bound_s} s "
+                            f"(last pull code {r.code} {r.remark})")
+                await trio.sleep(0.05)
+        async with Client(namesrv) as c:
+            r = await c.invoke(RequestCode.GET_BROKER_CLUSTER_INFO)
+            if r.code != ResponseCode.SUCCESS:
+                return f"name server: code {r.code} {r.remark}"
+    except (OSError, ConnectionError, trio.TooSlowError, KeyError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# the run
+
+
+async def replay_one(addr: str, frame: bytes) -> None:
+    try:
+        with trio.move_on_after(0.3):
+            stream = await trio.open_tcp_stream(*_addr(addr))
+            try:
+                await stream.send_all(frame)
+                await trio.sleep(0.05)
+            finally:
+                await stream.aclose()
+    except OSError:
+        pass
+
+
+async def find_offender(server: Server, recent: list[tuple[str, bytes]], sig: str) -> str | None:
+    """Replay recent frames one at a time until the server logs ``sig`` again."""
+    for target, frame in recent:
+        await replay_one(server.namesrv if target == "namesrv" else server.broker, frame)
+        await trio.sleep(0.02)
+        if sig in traceback_signatures(server.new_log()):
+            return frame.hex()
+    return None
+
+
+async def drain(stats: Stats, quiet_s: float = 0.1, bound_s: float = 3.0) -> None:
+    """Let the server answer what was sent: wait until responses stop coming (bounded)."""
+    deadline = trio.current_time() + bound_s
+    last = -1
+    while trio.current_time() < deadline:
+        now = sum(stats.responses.values())
+        if now == last:
+            return
+        last = now
+        await trio.sleep(quiet_s)
+
+
+async def fuzz(server: Server, frames: int, seed: int, connections: int = 4, health_every: int = 300,
+               print_every: int = 0, out: Callable[[str], None] = print) -> Stats:
+    rng = random.Random(seed)
+    stats = Stats()
+    seeds = capture_seeds() + synthesized_seeds()
+    mut = Mutator(rng, seeds)
+    recent: deque[tuple[str, bytes]] = deque(maxlen=health_every + 50)
+    started = time.monotonic()
+    async with trio.open_nursery() as nursery:
+        pools = {t: [Conn(server.namesrv if t == "namesrv" else server.broker, stats) for _ in range(connections)]
+                 for t in ("namesrv", "broker")}
+        raw = {t: Conn(server.namesrv if t == "namesrv" else server.broker, stats) for t in ("namesrv", "broker")}
+        checks = 0
+        for i in range(1, frames + 1):
+            name, s = mut.pick()
+            target = s.target if rng.random() < 0.9 else rng.choice(["namesrv", "broker"])
+            frame, intact = mut.apply(name, s, i)
+            conn = rng.choice(pools[target]) if intact else raw[target]
+            await conn.send(frame, nursery)
+            if not intact and rng.random() < 0.5:  # start the next raw frames on a clean stream
+                await conn.close()
+            stats.frames += 1
+            stats.intact_frames += intact
+            stats.by_mutator[name] += 1
+            recent.append((target, frame))
+            if i % 2000 == 0:  # fresh connections: held pulls and per-channel state go away
+                await drain(stats)
+                for c in [*pools["namesrv"], *pools["broker"], *raw.values()]:
+                    await c.close()
+            if i % health_every == 0 or i == frames:
+                checks += 1
+                await drain(stats)
+                problem = await health_check(server.namesrv, server.broker, checks)
+                if problem is None:
+                    stats.health_ok += 1
+                else:
+                    stats.health_failed += 1
+                    if problem.startswith("wedge"):
+                        stats.wedges += 1
+                    stats.failures.append(f"health check after frame {i}: {problem}")
+                    out(f"HEALTH CHECK FAILED after frame {i}: {problem}")
+                sigs = traceback_signatures(server.new_log())
+                stats.tracebacks += len(sigs)
+                for sig in set(sigs):
+                    if sig not in stats.distinct:
+                        offender = await find_offender(server, list(recent), sig)
+                        stats.distinct[sig] = offender or "(not reproduced by a single frame)"
+                        out(f"TRACEBACK {sig}\n  frame: {stats.distinct[sig]}")
+                recent.clear()
+                if not server.alive():
+                    stats.server_died = True
+                    stats.failures.append(f"server exited with {server.proc.returncode if server.proc else '?'}")
+                    break
+                if print_every and checks % print_every == 0:
+                    out(f"{i} frames, {stats.health_ok} health checks ok, {stats.tracebacks} tracebacks, "
+                        f"{time.monotonic() - started:.0f} s")
+        for c in [*pools["namesrv"], *pools["broker"], *raw.values()]:
+            await c.close()
+        nursery.cancel_scope.cancel()
+    stats.seconds = time.monotonic() - started
+    return stats
+
+
+def report(stats: Stats, out: Callable[[str], None] = print) -> None:
+    out(f"frames sent         {stats.frames}")
+    out(f"duration            {stats.seconds:.1f} s ({stats.frames / max(stats.seconds, 1e-9):.0f} frames/s)")
+    out(f"tracebacks          {stats.tracebacks} ({len(stats.distinct)} distinct)")
+    out(f"health checks       {stats.health_ok} ok, {stats.health_failed} failed")
+    out(f"wedges              {stats.wedges}")
+    out(f"server closes       {stats.server_closes}")
+    out(f"responses           {sum(stats.responses.values())} to {stats.intact_frames} frames with a decodable header")
+    out(f"server alive        {not stats.server_died}")
+    out("responses by code   " + ", ".join(f"{k}:{v}" for k, v in stats.responses.most_common(12)))
+    out("frames by mutator   " + ", ".join(f"{k}:{v}" for k, v in sorted(stats.by_mutator.items())))
+    for f in stats.failures[:20]:
+        out(f"FAILURE {f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--frames", type=int, default=20_000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--connections", type=int, default=4, help="pipelined connections per server")
+    ap.add_argument("--health-every", type=int, default=300)
+    ap.add_argument("--namesrv", help="attach to this name server (host:port) instead of starting rmqd")
+    ap.add_argument("--broker", help="attach to this broker (host:port)")
+    ap.add_argument("--workdir", help="where the started rmqd keeps its store and log (default: a temp dir)")
+    ap.add_argument("--json", help="also write the summary as JSON to this file")
+    args = ap.parse_args(argv)
+    if bool(args.namesrv) != bool(args.broker):
+        ap.error("--namesrv and --broker go together")
+    tmp = None
+    if args.workdir:
+        workdir = Path(args.workdir)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="rmqd-fuzz-")
+        workdir = Path(tmp.name)
+    server = Server(workdir, args.namesrv, args.broker)
+    try:
+        server.start()
+        print(f"fuzzing name server {server.namesrv} and broker {server.broker}, seed {args.seed}, "
+              f"{args.frames} frames", flush=True)
+        stats = trio.run(fuzz, server, args.frames, args.seed, args.connections, args.health_every, 20)
+    finally:
+        server.stop()
+    report(stats)
+    if args.json:
+        Path(args.json).write_text(json.dumps(stats.as_dict(), indent=1))
+    if tmp is not None and stats.ok():
+        tmp.cleanup()
+    elif tmp is not None:
+        print(f"store and log kept in {workdir}")
+    return 0 if stats.ok() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
