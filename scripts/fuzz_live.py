@@ -440,23 +440,28 @@ class Mutator:
 class Server:
     """`rmqd serve` in a subprocess with its log in a file (or an attached one: no log)."""
 
-    def __init__(self, workdir: Path, namesrv: str | None = None, broker: str | None = None):
+    def __init__(self, workdir: Path, namesrv: str | None = None, broker: str | None = None, conf: str = ""):
         self.workdir = workdir
+        self.conf = conf  # broker.conf lines added to the fuzzer's own
+        self.ports: tuple[int, int] | None = None
         self.proc: subprocess.Popen | None = None
         self.log_path: Path | None = None
         self.namesrv, self.broker = namesrv, broker
+        self.attached = bool(namesrv and broker)
         self._log_pos = 0
 
     def start(self, timeout: float = 60) -> None:
-        if self.namesrv and self.broker:
+        if self.attached:
             return
         self.workdir.mkdir(parents=True, exist_ok=True)
         conf = self.workdir / "broker.conf"
         conf.write_text("mappedFileSizeCommitLog=16777216\nmappedFileSizeConsumeQueue=120000\n"
-                        "autoCreateTopicEnable=true\nbrokerName=broker-a\nflushIntervalCommitLog=200\n")
-        ns_port, br_port = free_port(), free_broker_port()
+                        "autoCreateTopicEnable=true\nbrokerName=broker-a\nflushIntervalCommitLog=200\n" + self.conf)
+        if self.ports is None:  # a restart keeps its ports and store
+            self.ports = free_port(), free_broker_port()
+        ns_port, br_port = self.ports
         self.log_path = self.workdir / "rmqd.log"
-        log = open(self.log_path, "wb")
+        log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "broker", "--log-level", "WARNING", "serve", "--store", str(self.workdir / "store"),
              "--namesrv-port", str(ns_port), "--broker-port", str(br_port), "--host", "127.0.0.1", "-c", str(conf),
@@ -475,6 +480,12 @@ class Server:
                 raise RuntimeError(f"rmqd did not get ready (exit {self.proc.returncode}): "
                                    f"{self.log_path.read_text()[-2000:]}")
         self.namesrv, self.broker = f"127.0.0.1:{ns_port}", f"127.0.0.1:{br_port}"
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: no flush, no shutdown hook."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
 
     def alive(self) -> bool:
         return self.proc is None or self.proc.poll() is None

@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Kill loop: SIGKILL `rmqd serve` under pipelined SYNC_FLUSH producers, again and again, then
+check that every acknowledged message is there exactly once, byte for byte, at the queue
+offset its acknowledgement named.
+
+Each cycle starts `rmqd serve` on the same store (flushDiskType=SYNC_FLUSH, small commit-log
+files so they roll), runs several producers that each keep many SEND_MESSAGE_V2 requests in
+flight on one connection, and SIGKILLs the server at a random moment (a third of the time
+within its first 0.3 s). A send counts as acknowledged only when its SUCCESS response
+arrived. At the end every queue is pulled from offset 0:
+
+- missing: an acknowledged message not found (durability broken)
+- duplicates: an acknowledged message found more than once
+- moved / altered: found at another queue offset than acknowledged, or with other bytes
+Unacknowledged sends may or may not be there; they are counted, not judged.
+
+    scripts/killloop.py --cycles 50
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import random
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fuzz_live  # noqa: E402  (scripts/fuzz_live.py: the rmqd subprocess and its ready line)
+from fuzz_live import Client, Server, _addr, _send_ext  # noqa: E402
+from wire.codes import RequestCode, ResponseCode  # noqa: E402
+from wire.frame import FrameDecoder, encode_frame, make_request  # noqa: E402
+from wire.message import decode_messages, encode_properties  # noqa: E402
+
+TOPIC = "KillLoopT"
+GROUP = "KillLoopCheckG"
+QUEUES = 4
+CONF = f"flushDiskType=SYNC_FLUSH\nmappedFileSizeCommitLog={1 << 20}\ndefaultTopicQueueNums={QUEUES}\n"
+
+
+@dataclass
+class Acked:
+    queue_id: int
+    queue_offset: int
+    body: bytes
+    key: str
+
+
+@dataclass
+class Result:
+    cycles: int = 0
+    sent: int = 0
+    acked: dict[str, Acked] = field(default_factory=dict)  # key -> ack
+    unacked_keys: set[str] = field(default_factory=set)
+    restart_s: list[float] = field(default_factory=list)
+    found: int = 0
+    missing: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list)
+    unacked_present: int = 0
+    seconds: float = 0.0
+
+    def ok(self) -> bool:
+        return not (self.missing or self.duplicates or self.moved)
+
+
+async def producer(addr: str, pid: int, cycle: int, rng: random.Random, res: Result, window: int) -> None:
+    """Up to ``window`` sends in flight on one connection until the server goes away."""
+    inflight: dict[int, tuple[str, int, bytes]] = {}
+    slots = trio.Semaphore(window)
+    try:
+        stream = await trio.open_tcp_stream(*_addr(addr))
+    except OSError:
+        return
+
+    async def reader() -> None:
+        dec = FrameDecoder()
+        while True:
+            data = await stream.receive_some(65536)
+            if not data:
+                return
+            dec.feed(data)
+            for resp in dec:
+                sent = inflight.pop(resp.opaque, None)
+                if sent is None:
+                    continue
+                slots.release()
+                key, qid, body = sent
+                if resp.code == ResponseCode.SUCCESS:
+                    ext = resp.ext_fields or {}
+                    res.acked[key] = Acked(int(ext["queueId"]), int(ext["queueOffset"]), body, key)
+                    res.unacked_keys.discard(key)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader)
+            seq = 0
+            while True:
+                await slots.acquire()
+                seq += 1
+                key = f"c{cycle}p{pid}s{seq}"
+                body = key.encode() + b":" + rng.randbytes(rng.choice([1, 10, 100, 1000, 4000]))
+                qid = rng.randrange(QUEUES)
+                props = {"KEYS": key, "WAIT": "true", "TAGS": "K", "sha": hashlib.sha256(body).hexdigest()[:16]}
+                ext = _send_ext(TOPIC, qid, props)
+                ext["i"] = encode_properties(props)
+                opaque = seq
+                inflight[opaque] = (key, qid, body)
+                res.unacked_keys.add(key)
+                res.sent += 1
+                await stream.send_all(encode_frame(make_request(RequestCode.SEND_MESSAGE_V2, ext, body, opaque=opaque)))
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ExceptionGroup):
+        pass  # the server was killed
+    finally:
+        await stream.aclose()
+
+
+async def one_cycle(server: Server, cycle: int, rng: random.Random, res: Result, producers: int,
+                    window: int) -> None:
+    early = rng.random() < 1 / 3
+    kill_after = rng.uniform(0.0, 0.3) if early else rng.uniform(0.3, 2.5)
+    async with trio.open_nursery() as nursery:
+        for pid in range(producers):
+            nursery.start_soon(producer, server.broker, pid, cycle, random.Random(rng.random()), res, window)
+        await trio.sleep(kill_after)
+        await trio.to_thread.run_sync(server.kill)
+        with trio.move_on_after(10):
+            while len(nursery.child_tasks):
+                await trio.sleep(0.02)
+        nursery.cancel_scope.cancel()
+
+
+async def read_all(broker: str) -> dict[int, list]:
+    """Every message of every queue, from offset 0, in queue order."""
+    out: dict[int, list] = {}
+    async with Client(broker) as c:
+        body = fuzz_live._heartbeat_body("killloop-check@1", GROUP, TOPIC)
+        r = await c.invoke(RequestCode.HEART_BEAT, {}, body)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        for qid in range(QUEUES):
+            msgs: list = []
+            offset = 0
+            while True:
+                r = await c.invoke(RequestCode.PULL_MESSAGE, fuzz_live._pull_ext(TOPIC, GROUP, qid, offset), timeout=30)
+                if r.code != ResponseCode.SUCCESS:
+                    break
+                batch = decode_messages(bytes(r.body or b""))
+                if not batch:
+                    break
+                msgs.extend(batch)
+                offset = int((r.ext_fields or {})["nextBeginOffset"])
+            out[qid] = msgs
+    return out
+
+
+def check(res: Result, queues: dict[int, list]) -> None:
+    seen: dict[str, list] = {}
+    for qid, msgs in queues.items():
+        for m in msgs:
+            key = m.properties.get("KEYS", "")
+            seen.setdefault(key, []).append((qid, m))
+    for key, ack in res.acked.items():
+        copies = seen.get(key, [])
+        if not copies:
+            res.missing.append(key)
+            continue
+        res.found += 1
+        if len(copies) > 1:
+            res.duplicates.append(key)
+        qid, m = copies[0]
+        if (qid, m.queue_offset) != (ack.queue_id, ack.queue_offset) or m.body != ack.body \
+                or m.properties.get("sha") != hashlib.sha256(ack.body).hexdigest()[:16]:
+            res.moved.append(f"{key}: acked at {ack.queue_id}/{ack.queue_offset}, found at {qid}/{m.queue_offset}")
+    res.unacked_present = sum(1 for k in res.unacked_keys if k in seen)
+
+
+def run(cycles: int, seed: int, workdir: Path, producers: int = 4, window: int = 32) -> Result:
+    rng = random.Random(seed)
+    res = Result()
+    server = Server(workdir, conf=CONF)
+    started = time.monotonic()
+    try:
+        server.start()
+        for cycle in range(cycles):
+            trio.run(one_cycle, server, cycle, rng, res, producers, window)
+            res.cycles += 1
+            t0 = time.monotonic()
+            server.start()
+            res.restart_s.append(time.monotonic() - t0)
+        queues = trio.run(read_all, server.broker)
+        check(res, queues)
+    finally:
+        server.stop()
+    res.seconds = time.monotonic() - started
+    return res
+
+
+def report(res: Result) -> None:
+    rs = sorted(res.restart_s) or [0.0]
+    print(f"cycles              {res.cycles} (SIGKILL, SYNC_FLUSH, {1 << 20} B commit-log files)")
+    print(f"sent                {res.sent}")
+    print(f"acknowledged        {len(res.acked)}")
+    print(f"found               {res.found}")
+    print(f"missing             {len(res.missing)}")
+    print(f"duplicates          {len(res.duplicates)}")
+    print(f"moved or altered    {len(res.moved)}")
+    print(f"unacked but present {res.unacked_present} of {len(res.unacked_keys)}")
+    print(f"kill -> ready       min {rs[0]:.2f} s, median {statistics.median(rs):.2f} s, max {rs[-1]:.2f} s")
+    print(f"duration            {res.seconds:.0f} s")
+    for k in (res.missing + res.duplicates + res.moved)[:20]:
+        print(f"PROBLEM {k}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cycles", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--producers", type=int, default=4)
+    ap.add_argument("--window", type=int, default=32, help="sends in flight per producer")
+    ap.add_argument("--workdir", help="store and log directory (default: a temp dir, removed when all is well)")
+    args = ap.parse_args(argv)
+    tmp = None if args.workdir else tempfile.TemporaryDirectory(prefix="rmqd-killloop-")
+    workdir = Path(args.workdir or tmp.name)
+    res = run(args.cycles, args.seed, workdir, args.producers, args.window)
+    report(res)
+    if tmp is not None and res.ok():
+        tmp.cleanup()
+    elif tmp is not None:
+        print(f"store and log kept in {workdir}")
+    return 0 if res.ok() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
