@@ -51,6 +51,8 @@ HEALTH_TOPIC = "FuzzHealthZ9q"
 HEALTH_GROUP = "FuzzHealthGroupZ9q"
 PRODUCER_GROUP = "FuzzProducerZ9q"
 TRACEBACK_RE = re.compile(r"^Traceback \(most recent call last\):$", re.M)
+# log lines that mean a request or the process failed even when no traceback follows them
+PROBLEM_LINE_RE = re.compile(r"process request exception|internal error|rmqd failed", re.I)
 
 # values a client could put anywhere: path tricks, NULs, sizes, numbers Java cannot parse
 NASTY: list[Any] = [
@@ -440,8 +442,10 @@ class Mutator:
 class Server:
     """`rmqd serve` in a subprocess with its log in a file (or an attached one: no log)."""
 
-    def __init__(self, workdir: Path, namesrv: str | None = None, broker: str | None = None, conf: str = ""):
+    def __init__(self, workdir: Path, namesrv: str | None = None, broker: str | None = None, conf: str = "",
+                 log_level: str = "WARNING"):
         self.workdir = workdir
+        self.log_level = log_level
         self.conf = conf  # broker.conf lines added to the fuzzer's own
         self.ports: tuple[int, int] | None = None
         self.proc: subprocess.Popen | None = None
@@ -463,7 +467,7 @@ class Server:
         self.log_path = self.workdir / "rmqd.log"
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "broker", "--log-level", "WARNING", "serve", "--store", str(self.workdir / "store"),
+            [sys.executable, "-m", "broker", "--log-level", self.log_level, "serve", "--store", str(self.workdir / "store"),
              "--namesrv-port", str(ns_port), "--broker-port", str(br_port), "--host", "127.0.0.1", "-c", str(conf),
              "--kv-config", str(self.workdir / "kvConfig.json")],
             cwd=REPO, stdout=subprocess.PIPE, stderr=log, env=dict(os.environ, PYTHONUNBUFFERED="1"), text=True, errors="replace")
@@ -512,7 +516,8 @@ class Server:
 
 
 def traceback_signatures(log_text: str) -> list[str]:
-    """One signature per traceback in ``log_text``: innermost frame + exception line."""
+    """One signature per traceback in ``log_text`` (innermost frame + exception line), and one
+    per failure line logged without a traceback ("process request exception", "internal error")."""
     sigs = []
     for m in TRACEBACK_RE.finditer(log_text):
         lines = log_text[m.end():].splitlines()
@@ -524,6 +529,11 @@ def traceback_signatures(log_text: str) -> list[str]:
                 what = ln.strip()
                 break
         sigs.append(f"{where} | {what}")
+    lines = log_text.splitlines()
+    for n, ln in enumerate(lines):
+        if PROBLEM_LINE_RE.search(ln) and not (n + 1 < len(lines) and TRACEBACK_RE.match(lines[n + 1])):
+            # no traceback to name the place: the message itself, timestamps and numbers dropped
+            sigs.append("log: " + re.sub(r"\d+", "N", ln.split(" ", 2)[-1])[:200])
     return sigs
 
 

@@ -134,3 +134,59 @@ def test_header_length_word_is_checked(server):
     bad = frame[:4] + struct.pack(">I", 0xFFFFFF) + frame[8:]
     assert _exchange(server.namesrv, bad, timeout=5) == "closed"
     _assert_clean(server)
+
+
+def _issue_frames():
+    """ISSUE_FRAME and TRAVERSAL of tests/processors/test_bad_names.py (one copy of the issue's bytes)."""
+    spec = importlib.util.spec_from_file_location("_bad_names_inputs", REPO / "tests" / "processors" / "test_bad_names.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.ISSUE_FRAME, mod.TRAVERSAL
+
+
+def test_issue_11_inputs_on_a_live_broker_then_sigkill_and_restart(tmp_path):
+    """The issue's wire inputs (items 1, 2, 3, 6) against a real `rmqd serve` subprocess: each
+    gets a clean error, nothing lands outside the store, no traceback is logged, dispatch
+    goes on; then SIGKILL: the store starts again, is healthy and kept the group created
+    after the `{}` body (the table did not stop saving)."""
+    issue_frame, traversal = _issue_frames()
+    srv = fuzz_live.Server(tmp_path / "w")
+    srv.start()
+    store = srv.workdir / "store"
+
+    def outside_store() -> set[Path]:
+        return {p for p in tmp_path.rglob("*") if store not in p.parents and p.name != "rmqd.log"}
+
+    outside_before = outside_store()
+    try:
+        async def send_one() -> None:
+            async with fuzz_live.Client(srv.broker) as c:
+                r = await c.invoke(fuzz_live.RequestCode.SEND_MESSAGE_V2, fuzz_live._send_ext("ReproT"), b"one")
+                assert r.code == 0, r.remark
+
+        trio.run(send_one)
+        ext = json.loads(issue_frame[8:])["extFields"]
+        answers = {
+            "item 1 (group NUL)": _exchange(srv.broker, issue_frame),
+            "item 2 (traversal)": _exchange(srv.broker, fuzz_live.json_frame(36, {**ext, "group": traversal}, b"", opaque=2)),
+            "item 3 (body {})": _exchange(srv.broker, fuzz_live.json_frame(200, {}, b"{}", opaque=2)),
+            "item 6 (heartbeat non-UTF-8)": _exchange(srv.broker, fuzz_live.json_frame(34, {}, b'{"clientID":"\xff\xfe"}', opaque=2)),
+            "item 6 (code 200 non-UTF-8)": _exchange(srv.broker, fuzz_live.json_frame(200, {}, b'{"groupName":"\xff"}', opaque=2)),
+        }
+        for what, resp in answers.items():
+            assert resp not in (None, "closed"), what
+            assert resp.opaque == 2 and resp.code == 1, (what, resp.code, resp.remark)  # SYSTEM_ERROR
+            assert resp.remark and "Traceback" not in resp.remark, (what, resp.remark)
+        good = _exchange(srv.broker, fuzz_live.json_frame(200, {}, b'{"groupName":"LiveGoodG","retryMaxTimes":3}', opaque=3))
+        assert good.code == 0, good.remark
+        _assert_clean(srv)
+        names = {p.name for p in (store / "consumequeue").iterdir()}
+        assert not any("\x00" in n or ".." in n for n in names), names
+        assert outside_store() == outside_before
+        srv.kill()
+        srv.start(timeout=30)
+        _assert_clean(srv)
+        groups = json.loads((store / "config" / "subscriptionGroup.json").read_text())
+        assert "LiveGoodG" in json.dumps(groups)
+    finally:
+        srv.stop()
