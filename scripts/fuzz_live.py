@@ -14,7 +14,11 @@ time to name the frame that causes each distinct one (printed in hex).
     scripts/fuzz_live.py --frames 300000 --seed 1
     scripts/fuzz_live.py --frames 5000 --namesrv 127.0.0.1:9876 --broker 127.0.0.1:10911
 
-Exit status 0 only with 0 tracebacks, 0 failed health checks, 0 wedges and the server alive.
+A started server is then SIGKILLed and started again on the fuzzed store (it must get ready
+and pass a health check), stopped, and the store checked with `rmqd store verify`.
+
+Exit status 0 only with 0 tracebacks, 0 failed health checks, 0 wedges, the server alive, the
+restart after SIGKILL healthy and the store verified.
 """
 from __future__ import annotations
 
@@ -109,14 +113,20 @@ class Stats:
     failures: list[str] = field(default_factory=list)
     server_died: bool = False
     seconds: float = 0.0
+    # after the frames (started server only): SIGKILL + restart + health check, then `rmqd store verify`
+    restart: str = "not run"  # "ok" or what failed
+    restart_s: float = 0.0
+    verify: str = "not run"  # "ok" or the verifier's complaint
 
     def ok(self) -> bool:
-        return not (self.tracebacks or self.health_failed or self.wedges or self.server_died)
+        return not (self.tracebacks or self.health_failed or self.wedges or self.server_died
+                    or self.restart not in ("ok", "not run") or self.verify not in ("ok", "not run"))
 
     def as_dict(self) -> dict[str, Any]:
         return {"frames": self.frames, "intact_frames": self.intact_frames, "tracebacks": self.tracebacks, "health_ok": self.health_ok,
                 "health_failed": self.health_failed, "wedges": self.wedges, "server_closes": self.server_closes,
-                "server_died": self.server_died, "seconds": round(self.seconds, 1),
+                "server_died": self.server_died, "seconds": round(self.seconds, 1), "restart": self.restart,
+                "verify": self.verify,
                 "responses": {str(k): v for k, v in self.responses.most_common()},
                 "by_mutator": dict(self.by_mutator), "distinct": self.distinct, "failures": self.failures}
 
@@ -780,6 +790,34 @@ async def fuzz(server: Server, frames: int, seed: int, connections: int = 4, hea
     return stats
 
 
+def crash_restart_and_verify(server: Server, stats: Stats) -> None:
+    """What the fuzzed store must survive: a crash (SIGKILL, then start and a health check
+    on a new connection: startup never dies on a record) and `rmqd store verify` after a
+    clean stop (every record, unit and index entry readable)."""
+    if server.attached or not server.alive():
+        return
+    server.kill()
+    t0 = time.monotonic()
+    try:
+        server.start(timeout=120)
+    except RuntimeError as exc:
+        stats.restart = f"start after SIGKILL failed: {exc}"[:2000]
+        return
+    problem = trio.run(health_check, server.namesrv, server.broker, -1)
+    stats.restart = "ok" if problem is None else f"health check after SIGKILL restart: {problem}"
+    stats.restart_s = time.monotonic() - t0
+    sigs = traceback_signatures(server.new_log())
+    stats.tracebacks += len(sigs)
+    for sig in sigs:
+        stats.distinct.setdefault(sig, "(logged during the restart after SIGKILL)")
+    server.stop()
+    proc = subprocess.run([sys.executable, "-m", "broker", "store", "verify", "-c", str(server.workdir / "broker.conf"),
+                           str(server.workdir / "store")], cwd=REPO, capture_output=True, text=True, errors="replace",
+                          timeout=600)
+    tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
+    stats.verify = "ok" if proc.returncode == 0 else f"exit {proc.returncode}: " + " / ".join(tail)
+
+
 def report(stats: Stats, out: Callable[[str], None] = print) -> None:
     out(f"frames sent         {stats.frames}")
     out(f"duration            {stats.seconds:.1f} s ({stats.frames / max(stats.seconds, 1e-9):.0f} frames/s)")
@@ -789,6 +827,8 @@ def report(stats: Stats, out: Callable[[str], None] = print) -> None:
     out(f"server closes       {stats.server_closes}")
     out(f"responses           {sum(stats.responses.values())} to {stats.intact_frames} frames with a decodable header")
     out(f"server alive        {not stats.server_died}")
+    out(f"SIGKILL + restart   {stats.restart}" + (f" (ready in {stats.restart_s:.2f} s)" if stats.restart == "ok" else ""))
+    out(f"store verify        {stats.verify}")
     out("responses by code   " + ", ".join(f"{k}:{v}" for k, v in stats.responses.most_common(12)))
     out("frames by mutator   " + ", ".join(f"{k}:{v}" for k, v in sorted(stats.by_mutator.items())))
     for f in stats.failures[:20]:
@@ -804,6 +844,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--namesrv", help="attach to this name server (host:port) instead of starting rmqd")
     ap.add_argument("--broker", help="attach to this broker (host:port)")
     ap.add_argument("--workdir", help="where the started rmqd keeps its store and log (default: a temp dir)")
+    ap.add_argument("--no-restart", action="store_true",
+                    help="skip the final SIGKILL + restart + health check and `rmqd store verify`")
     ap.add_argument("--json", help="also write the summary as JSON to this file")
     args = ap.parse_args(argv)
     if bool(args.namesrv) != bool(args.broker):
@@ -820,6 +862,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fuzzing name server {server.namesrv} and broker {server.broker}, seed {args.seed}, "
               f"{args.frames} frames", flush=True)
         stats = trio.run(fuzz, server, args.frames, args.seed, args.connections, args.health_every, 20)
+        if not args.no_restart:
+            crash_restart_and_verify(server, stats)
     finally:
         server.stop()
     report(stats)

@@ -147,8 +147,8 @@ def _issue_frames():
 def test_issue_11_inputs_on_a_live_broker_then_sigkill_and_restart(tmp_path):
     """The issue's wire inputs (items 1, 2, 3, 6) against a real `rmqd serve` subprocess: each
     gets a clean error, nothing lands outside the store, no traceback is logged, dispatch
-    goes on; then SIGKILL: the store starts again, is healthy and kept the group created
-    after the `{}` body (the table did not stop saving)."""
+    goes on; then SIGKILL: the store starts again, is healthy, `rmqd store verify` passes and
+    the group created after the `{}` body was kept (the table did not stop saving)."""
     issue_frame, traversal = _issue_frames()
     srv = fuzz_live.Server(tmp_path / "w")
     srv.start()
@@ -183,9 +183,10 @@ def test_issue_11_inputs_on_a_live_broker_then_sigkill_and_restart(tmp_path):
         names = {p.name for p in (store / "consumequeue").iterdir()}
         assert not any("\x00" in n or ".." in n for n in names), names
         assert outside_store() == outside_before
-        srv.kill()
-        srv.start(timeout=30)
-        _assert_clean(srv)
+        stats = fuzz_live.Stats()
+        fuzz_live.crash_restart_and_verify(srv, stats)  # SIGKILL, start, health check, stop, store verify
+        assert (stats.restart, stats.verify, stats.tracebacks) == ("ok", "ok", 0), stats.as_dict()
+        assert not srv.alive()  # stopped cleanly before the verify
         groups = json.loads((store / "config" / "subscriptionGroup.json").read_text())
         assert "LiveGoodG" in json.dumps(groups)
     finally:
