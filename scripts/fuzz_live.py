@@ -67,6 +67,20 @@ NASTY: list[Any] = [
     "%DLQ%", "DefaultCluster", "0", "1", "16", "65536", "99999999999999999999999",
     -1, 0, 1, 2**31, 2**63, -(2**63) - 1, 1e309, 1.5, True, None, [], {}, [1, "a"], {"a": 1},
 ]
+# message property names the broker reads back from stored records, and values worth trying
+PROP_KEYS = ["DELAY", "__STARTDELIVERTIME", "TRAN_MSG", "PGROUP", "KEYS", "UNIQ_KEY", "TAGS", "REAL_TOPIC", "REAL_QID",
+             "RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "RECONSUME_TIME", "MAX_RECONSUME_TIMES", "TRANSACTION_CHECK_TIMES",
+             "CHECK_IMMUNITY_TIME_IN_SECONDS", "MIN_OFFSET", "MAX_OFFSET", "WAIT", "INSTANCE_ID", "CLUSTER",
+             "MSG_REGION", "TRACE_ON", "BUYER_ID", "CORRECTION_FLAG", "SHARDING_KEY", "__transactionId__"]
+PROP_VALUES: dict[str, list[str]] = {
+    "DELAY": ["1", "2", "18", "19", "0", "-1", "99", "2147483648"],
+    "__STARTDELIVERTIME": ["0", "-1", "1", "99999999999999999999", str(2**63)],
+    "TRAN_MSG": ["true", "TRUE", "1"], "PGROUP": ["PG", "FuzzProducerZ9q"],
+    "REAL_TOPIC": ["FuzzT", "%RETRY%FuzzG", "SCHEDULE_TOPIC_XXXX"], "REAL_QID": ["0", "3", "-1", "999", "2147483648"],
+    "RECONSUME_TIME": ["16", "17", "-1", "2147483648"], "MAX_RECONSUME_TIMES": ["0", "1", "-1"],
+    "TRANSACTION_CHECK_TIMES": ["15", "16", "-1"], "CHECK_IMMUNITY_TIME_IN_SECONDS": ["0", "1", "-1", "9999999999"],
+    "KEYS": ["k1 k2", " ", "k" * 5000], "UNIQ_KEY": ["7F00000100002A9F0000000000000000", ""],
+}
 # request codes worth hitting with synthesized seeds (every processor area)
 SYNTH_CODES = [
     RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
@@ -110,6 +124,8 @@ class Stats:
     wedges: int = 0
     tracebacks: int = 0
     distinct: dict[str, str] = field(default_factory=dict)  # traceback signature -> offending frame hex
+    # msgIds (offsetMsgId) of accepted sends: the "real_offset" mutator points requests at real records
+    msg_ids: deque = field(default_factory=lambda: deque(maxlen=512))
     failures: list[str] = field(default_factory=list)
     server_died: bool = False
     seconds: float = 0.0
@@ -276,9 +292,10 @@ class Mutator:
     """Each mutator returns (frame bytes, framing_intact). Intact frames go on the pipelined
     connections; broken framing goes on a raw connection the server may close."""
 
-    def __init__(self, rng: random.Random, seeds: list[Seed]):
+    def __init__(self, rng: random.Random, seeds: list[Seed], msg_ids: deque | None = None):
         self.rng = rng
         self.seeds = seeds
+        self.msg_ids = msg_ids if msg_ids is not None else deque(maxlen=512)
         self.ops: list[tuple[str, Callable[[Seed, int], tuple[bytes, bool]]]] = [
             ("valid", self.valid), ("ext_value", self.ext_value), ("ext_drop", self.ext_drop),
             ("ext_add", self.ext_add), ("code", self.code), ("body_junk", self.body_junk),
@@ -286,9 +303,9 @@ class Mutator:
             ("non_utf8_header", self.non_utf8_header), ("binary_ext", self.binary_ext),
             ("byte_flip", self.byte_flip), ("truncate", self.truncate), ("length_lie", self.length_lie),
             ("header_length_lie", self.header_length_lie), ("serialize_type", self.serialize_type),
-            ("garbage", self.garbage),
+            ("garbage", self.garbage), ("props", self.props), ("real_offset", self.real_offset),
         ]
-        self.weights = [4, 10, 4, 3, 3, 5, 6, 4, 3, 3, 4, 2, 2, 2, 2, 1]
+        self.weights = [4, 10, 4, 3, 3, 5, 6, 4, 3, 3, 4, 2, 2, 2, 2, 1, 5, 4]
 
     def pick(self) -> tuple[str, Seed]:
         return self.rng.choices(self.ops, self.weights)[0][0], self.rng.choice(self.seeds)
@@ -409,6 +426,53 @@ class Mutator:
             i = self.rng.randrange(8, min(len(frame), 40))
             frame[i] = self.rng.randrange(256)
         return bytes(frame), False
+
+    def props(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        """Message properties and sysFlag of a send: what the store, the schedule service
+        (DELAY, __STARTDELIVERTIME), transactions (TRAN_MSG, PGROUP), the index (KEYS,
+        UNIQ_KEY) and retries (RETRY_TOPIC, REAL_TOPIC) read back later from stored records."""
+        field_name = {RequestCode.SEND_MESSAGE: "properties"}.get(s.code, "i")
+        flag_name = {RequestCode.SEND_MESSAGE: "sysFlag"}.get(s.code, "f")
+        if s.code not in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            s = self.rng.choice([x for x in self.seeds if x.code == RequestCode.SEND_MESSAGE_V2])
+            field_name, flag_name = "i", "f"
+        ext = dict(s.ext)
+        props = {"TAGS": "T", "WAIT": "true"}
+        for _ in range(self.rng.randrange(1, 5)):
+            key = self.rng.choice(PROP_KEYS)
+            props[key] = self.rng.choice(PROP_VALUES.get(key, []) + [str(self.nasty())])
+        if self.rng.random() < 0.15:  # a properties string that breaks the name/value grammar
+            ext[field_name] = self.rng.choice(["\x01\x02", "a", "a\x01", "\x02\x02", "TAGS\x01a\x01b\x02",
+                                              "\x00\x01\x00\x02", "DELAY\x013", "x" * 40_000 + "\x01y\x02"])
+        else:
+            ext[field_name] = encode_properties({k: str(v) for k, v in props.items()})
+        if self.rng.random() < 0.4:
+            ext[flag_name] = str(self.rng.choice([0, 1, 2, 3, 4, 8, 12, 0x10, 0x20, 0xFF, -1, 2**31 - 1]))
+        if self.rng.random() < 0.2:
+            ext["b" if field_name == "i" else "topic"] = self.rng.choice(
+                ["%RETRY%FuzzG", "%DLQ%FuzzG", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC",
+                 "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TBW102", "OFFSET_MOVED_EVENT", "DefaultCluster", "broker-a"])
+        return self._json(s, ext, opaque=opaque)
+
+    def real_offset(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
+        """Offsets and message ids of records the broker really wrote (seen in its send
+        responses), exact or a few bytes off: END_TRANSACTION of a message that is not a half
+        message, send-back and view of any record, reads that start inside a record."""
+        fields = ("commitLogOffset", "offset", "tranStateTableOffset", "msgId", "originMsgId")
+        pool = [x for x in self.seeds if any(f in x.ext for f in fields)] if not any(f in s.ext for f in fields) else [s]
+        s = self.rng.choice(pool)
+        ext = dict(s.ext)
+        msg_id = self.rng.choice(self.msg_ids) if self.msg_ids else "7F00000100002A9F0000000000000000"
+        base = int(msg_id[16:], 16)
+        for f in fields:
+            if f in ext:
+                off = max(0, base + self.rng.choice([0, 0, 0, 1, -1, 4, 8, 16, 20, 100, -4]))
+                ext[f] = (msg_id[:16] + f"{off:016X}") if f.endswith("sgId") else str(off)
+        if "commitOrRollback" in ext and self.rng.random() < 0.7:
+            ext["commitOrRollback"] = self.rng.choice(["8", "12", "4"])
+        if "producerGroup" in ext and self.rng.random() < 0.3:
+            ext["producerGroup"] = "PG"
+        return self._json(s, ext, opaque=opaque)
 
     # framing-breaking mutators: raw connection
     def byte_flip(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
@@ -580,6 +644,9 @@ class Conn:
                 dec.feed(data)
                 for cmd in dec:
                     self.stats.responses[int(cmd.code)] += 1
+                    msg_id = (cmd.ext_fields or {}).get("msgId") if cmd.code == ResponseCode.SUCCESS else None
+                    if isinstance(msg_id, str) and len(msg_id) == 32:
+                        self.stats.msg_ids.append(msg_id)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         except Exception as exc:  # a response the codec refuses: the server sent a bad frame
@@ -732,7 +799,7 @@ async def fuzz(server: Server, frames: int, seed: int, connections: int = 4, hea
     rng = random.Random(seed)
     stats = Stats()
     seeds = capture_seeds() + synthesized_seeds()
-    mut = Mutator(rng, seeds)
+    mut = Mutator(rng, seeds, stats.msg_ids)
     recent: deque[tuple[str, bytes]] = deque(maxlen=health_every + 50)
     started = time.monotonic()
     async with trio.open_nursery() as nursery:

@@ -59,7 +59,7 @@ def test_fuzz_live_run_is_clean(server):
     assert stats.ok(), stats.as_dict()
     assert stats.health_ok == 10 and stats.tracebacks == 0 and stats.wedges == 0
     assert sum(stats.responses.values()) > stats.intact_frames // 3  # frames were really processed
-    assert len(stats.by_mutator) == 16  # every mutator ran
+    assert len(stats.by_mutator) == 18  # every mutator ran
     _assert_clean(server)
 
 
