@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +49,7 @@ sys.path.insert(1, str(REPO / "tests"))
 from support import free_broker_port, free_port  # noqa: E402  (tests/support.py: the suite's port helpers)
 from wire.codes import RequestCode, ResponseCode, SerializeType  # noqa: E402
 from wire.frame import FrameDecoder, RemotingCommand, decode_frame, encode_frame, make_request  # noqa: E402
-from wire.message import decode_messages, encode_properties  # noqa: E402
+from wire.message import crc32_masked, decode_messages, encode_properties  # noqa: E402
 
 CAPTURE = REPO.parent / "shared" / "fixtures" / "java-4.9.8-remoting-capture" / "remoting-frames.jsonl"
 HEALTH_TOPIC = "FuzzHealthZ9q"
@@ -325,8 +326,14 @@ class Mutator:
         return seed_frame(s, opaque), True
 
     def _json(self, s: Seed, ext: Any, body: bytes | None = None, **kw: Any) -> tuple[bytes, bool]:
-        return json_frame(s.code, ext, s.body if body is None else body, flag=s.flag, opaque=kw.pop("opaque", 0),
-                          **kw), True
+        body = s.body if body is None else body
+        if isinstance(ext, dict) and "bodyCrc32" in ext and self.rng.random() < 0.8:
+            # REGISTER_BROKER: a matching CRC (of the compressed body when compressed=true, as
+            # BrokerOuterAPI computes it) so the mutated body gets past the CRC check to its decoder
+            if self.rng.random() < 0.3:
+                ext, body = {**ext, "compressed": "true"}, zlib.compress(body)
+            ext = {**ext, "bodyCrc32": str(crc32_masked(body))}
+        return json_frame(s.code, ext, body, flag=s.flag, opaque=kw.pop("opaque", 0), **kw), True
 
     def ext_value(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
         ext = dict(s.ext)
@@ -533,8 +540,12 @@ class Server:
             return
         self.workdir.mkdir(parents=True, exist_ok=True)
         conf = self.workdir / "broker.conf"
+        # short delay levels and transaction check times: the schedule service and the
+        # transaction checker work on the fuzzed messages while the run lasts
         conf.write_text("mappedFileSizeCommitLog=16777216\nmappedFileSizeConsumeQueue=120000\n"
-                        "autoCreateTopicEnable=true\nbrokerName=broker-a\nflushIntervalCommitLog=200\n" + self.conf)
+                        "autoCreateTopicEnable=true\nbrokerName=broker-a\nflushIntervalCommitLog=200\n"
+                        f"messageDelayLevel={' '.join(['1s', '2s'] * 9)}\ntransactionTimeOut=1000\n"
+                        "transactionCheckInterval=2000\n" + self.conf)
         if self.ports is None:  # a restart keeps its ports and store
             self.ports = free_port(), free_broker_port()
         ns_port, br_port = self.ports
