@@ -4,9 +4,9 @@ check that every acknowledged message is there exactly once, byte for byte, at t
 offset its acknowledgement named.
 
 Each cycle starts `rmqd serve` on the same store (flushDiskType=SYNC_FLUSH, small commit-log
-files so they roll), runs several producers that each keep many SEND_MESSAGE_V2 requests in
-flight on one connection, and SIGKILLs the server at a random moment (a third of the time
-within its first 0.3 s). A send counts as acknowledged only when its SUCCESS response
+files so they roll), runs several producers that each keep many sends in flight on one
+connection (SEND_MESSAGE_V2; a fifth are SEND_BATCH_MESSAGE of 2-5 messages), and SIGKILLs
+the server at a random moment (a third of the time within its first 0.3 s). A send counts as acknowledged only when its SUCCESS response
 arrived. At the end every queue is pulled from offset 0:
 
 - missing: an acknowledged message not found (durability broken)
@@ -36,7 +36,7 @@ import fuzz_live  # noqa: E402  (scripts/fuzz_live.py: the rmqd subprocess and i
 from fuzz_live import Client, Server, _addr, _send_ext  # noqa: E402
 from wire.codes import RequestCode, ResponseCode  # noqa: E402
 from wire.frame import FrameDecoder, encode_frame, make_request  # noqa: E402
-from wire.message import decode_messages, encode_properties  # noqa: E402
+from wire.message import decode_messages, encode_batch, encode_properties  # noqa: E402
 
 TOPIC = "KillLoopT"
 GROUP = "KillLoopCheckG"
@@ -73,7 +73,7 @@ class Result:
 
 async def producer(addr: str, pid: int, cycle: int, rng: random.Random, res: Result, window: int) -> None:
     """Up to ``window`` sends in flight on one connection until the server goes away."""
-    inflight: dict[int, tuple[str, bytes, dict[str, str]]] = {}
+    inflight: dict[int, list[tuple[str, bytes, dict[str, str]]]] = {}  # opaque -> the messages of one send
     slots = trio.Semaphore(window)
     try:
         stream = await trio.open_tcp_stream(*_addr(addr))
@@ -96,11 +96,12 @@ async def producer(addr: str, pid: int, cycle: int, rng: random.Random, res: Res
                 if sent is None:
                     continue
                 slots.release()
-                key, body, props = sent
                 if resp.code == ResponseCode.SUCCESS:
                     ext = resp.ext_fields or {}
-                    res.acked[key] = Acked(int(ext["queueId"]), int(ext["queueOffset"]), body, key, props)
-                    res.unacked_keys.discard(key)
+                    # a batch's response names its first message's queue offset; the rest follow it
+                    for i, (key, body, props) in enumerate(sent):
+                        res.acked[key] = Acked(int(ext["queueId"]), int(ext["queueOffset"]) + i, body, key, props)
+                        res.unacked_keys.discard(key)
 
     try:
         async with trio.open_nursery() as nursery:
@@ -109,17 +110,24 @@ async def producer(addr: str, pid: int, cycle: int, rng: random.Random, res: Res
             while True:
                 await slots.acquire()
                 seq += 1
-                key = f"c{cycle}p{pid}s{seq}"
-                body = key.encode() + b":" + rng.randbytes(rng.choice([1, 10, 100, 1000, 4000]))
-                qid = rng.randrange(QUEUES)
-                props = {"KEYS": key, "WAIT": "true", "TAGS": "K", "sha": hashlib.sha256(body).hexdigest()[:16]}
-                ext = _send_ext(TOPIC, qid, props)
-                ext["i"] = encode_properties(props)
-                opaque = seq
-                inflight[opaque] = (key, body, props)
-                res.unacked_keys.add(key)
-                res.sent += 1
-                await stream.send_all(encode_frame(make_request(RequestCode.SEND_MESSAGE_V2, ext, body, opaque=opaque)))
+                msgs = []
+                for j in range(rng.choice([2, 3, 5]) if rng.random() < 0.2 else 1):  # a fifth are batches
+                    key = f"c{cycle}p{pid}s{seq}m{j}"
+                    body = key.encode() + b":" + rng.randbytes(rng.choice([1, 10, 100, 1000, 4000]))
+                    props = {"KEYS": key, "WAIT": "true", "TAGS": "K", "sha": hashlib.sha256(body).hexdigest()[:16]}
+                    msgs.append((key, body, props))
+                ext = _send_ext(TOPIC, rng.randrange(QUEUES))
+                if len(msgs) == 1:
+                    code, body = RequestCode.SEND_MESSAGE_V2, msgs[0][1]
+                    ext["i"] = encode_properties(msgs[0][2])
+                else:
+                    code, body = RequestCode.SEND_BATCH_MESSAGE, encode_batch([(0, b, pr) for _, b, pr in msgs])
+                    ext["m"] = "true"
+                    ext["i"] = encode_properties({"WAIT": "true"})  # what a Java MessageBatch carries; appended to each
+                inflight[seq] = msgs
+                res.unacked_keys.update(k for k, _, _ in msgs)
+                res.sent += len(msgs)
+                await stream.send_all(encode_frame(make_request(code, ext, body, opaque=seq)))
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ExceptionGroup):
         pass  # the server was killed
     finally:
