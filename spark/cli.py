@@ -9,6 +9,7 @@ one clear line (never a traceback) on bad input:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -53,10 +54,55 @@ def _is_store(path: str) -> bool:
     return (Path(path) / "commitlog").is_dir()
 
 
+class ConfError(ValueError):
+    """A broker.conf that cannot be used; the message names the file (and key)."""
+
+
+# broker.conf keys that change what verify expects (each is also the data-source option it sets)
+_CONF_OPTIONS = ("mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum")
+
+
+def store_settings(conf: str) -> tuple[str, dict[str, str], str | None]:
+    """What ``-c broker.conf`` means for verify, as ``rmqd store verify -c`` reads it: the store
+    (storePathRootDir), the data-source options of the keys the file sets (consume-queue file
+    size, index geometry; otherwise they are inferred from the files) and messageDelayLevel.
+
+    Parsed with store/ and wire/ only (spark/ never imports broker/, and spark-submit ships only
+    spark, store and wire): keys that are not store keys are left to the broker, a bad value of
+    a store key is an error naming the file and key."""
+    from store.config import ConfigValueError, MessageStoreConfig, apply_properties
+    from wire.bodies import parse_properties
+    try:
+        text = Path(conf).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfError(f"config file {conf} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfError(f"cannot read config file {conf}: {e}") from None
+    props = parse_properties(text)
+    cfg = MessageStoreConfig()
+    try:
+        apply_properties(cfg, props)
+    except ConfigValueError as e:
+        raise ConfError(f"{conf}: bad value for {e.key}: {e}") from None
+    root = os.path.expanduser(cfg.storePathRootDir)
+    if cfg.storePathCommitLog and Path(cfg.storePathCommitLog).expanduser().resolve() != \
+            (Path(root) / "commitlog").resolve():
+        raise ConfError(f"{conf}: storePathCommitLog={cfg.storePathCommitLog} is outside storePathRootDir; "
+                        f"spark verify reads STORE/commitlog only")
+    values = {"mappedFileSizeConsumeQueue": cfg.get_mapped_file_size_consume_queue(),  # whole units, as 4.9.8
+              "maxHashSlotNum": cfg.maxHashSlotNum, "maxIndexNum": cfg.maxIndexNum}
+    options = {key: str(values[key]) for key in _CONF_OPTIONS if key in props}
+    return root, options, (cfg.messageDelayLevel if "messageDelayLevel" in props else None)
+
+
 def verify_main(argv: list[str] | None = None) -> int:
-    """``rmqd spark verify STORE [--against OTHER] [--master URL] ...``"""
+    """``rmqd spark verify [STORE | -c broker.conf] [--against OTHER] [--master URL] ...``"""
     p = argparse.ArgumentParser(prog="rmqd spark verify", description="Check a RocketMQ store on Spark.")
-    p.add_argument("store", help="store directory (holds commitlog/, consumequeue/, index/)")
+    p.add_argument("store", nargs="?", default=None,
+                   help="store directory (holds commitlog/, consumequeue/, index/); default: storePathRootDir of -c")
+    p.add_argument("-c", "--config", default=None,
+                   help="broker.conf the store was written with (storePathRootDir, mappedFileSizeConsumeQueue, "
+                        "maxHashSlotNum, maxIndexNum, messageDelayLevel)")
     p.add_argument("--against", default=None, help="another store that must hold the same messages")
     p.add_argument("--max-problems", type=int, default=None, help="list at most N problems per check")
     p.add_argument("--ignore-property", action="append", default=[],
@@ -69,6 +115,18 @@ def verify_main(argv: list[str] | None = None) -> int:
     a = _parse(p, argv)
     if isinstance(a, int):
         return a
+    conf_options: dict[str, str] = {}
+    if a.config is not None:
+        try:
+            root, conf_options, delay = store_settings(a.config)
+        except ConfError as e:
+            print(f"rmqd spark verify: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        a.store = a.store or root
+        a.message_delay_level = a.message_delay_level or delay
+    if a.store is None:
+        print("rmqd spark verify: give the store directory or -c broker.conf", file=sys.stderr)
+        return EXIT_USAGE
     for s in [a.store] + ([a.against] if a.against else []):
         if not _is_store(s):
             print(f"rmqd spark verify: {s}: not a RocketMQ store directory (no commitlog/)", file=sys.stderr)
@@ -77,7 +135,9 @@ def verify_main(argv: list[str] | None = None) -> int:
         from spark.verify import CHECKS, format_report, verify_store
         checks = CHECKS if a.checks is None else [c.strip() for c in a.checks.split(",") if c.strip()]
         spark = _session(a.master)
-        report = verify_store(spark, a.store, against=a.against, options=_options(a),
+        # absolute: the data source plans its partitions in a Python worker, whose working
+        # directory is not necessarily this one (a relative storePathRootDir=./store)
+        report = verify_store(spark, os.path.abspath(a.store), against=a.against and os.path.abspath(a.against), options={**conf_options, **_options(a)},
                               delay_levels=a.message_delay_level, ignore_properties=a.ignore_property,
                               limit=a.max_problems, checks=checks)
     except Exception as e:  # noqa: BLE001 -- the CLI contract is one line, no traceback
