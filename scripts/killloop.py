@@ -13,6 +13,9 @@ arrived. At the end every queue is pulled from offset 0:
 - duplicates: an acknowledged message found more than once
 - moved / altered: found at another queue offset than acknowledged, or with another body or
   another value of a property the producer set
+- config missing: a topic or subscription group whose creation was acknowledged (created
+  while the kill came, a config save can be cut) is not configured after the restarts; a
+  restart that does not get ready stops the loop with the server's log
 Unacknowledged sends may or may not be there; they are counted, not judged.
 
     scripts/killloop.py --cycles 50
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import random
 import statistics
 import sys
@@ -66,9 +70,12 @@ class Result:
     moved: list[str] = field(default_factory=list)
     unacked_present: int = 0
     seconds: float = 0.0
+    topics_acked: set[str] = field(default_factory=set)  # UPDATE_AND_CREATE_TOPIC answered SUCCESS
+    groups_acked: set[str] = field(default_factory=set)  # UPDATE_AND_CREATE_SUBSCRIPTIONGROUP answered SUCCESS
+    config_missing: list[str] = field(default_factory=list)
 
     def ok(self) -> bool:
-        return not (self.missing or self.duplicates or self.moved)
+        return not (self.missing or self.duplicates or self.moved or self.config_missing)
 
 
 async def producer(addr: str, pid: int, cycle: int, rng: random.Random, res: Result, window: int) -> None:
@@ -134,6 +141,28 @@ async def producer(addr: str, pid: int, cycle: int, rng: random.Random, res: Res
         await stream.aclose()
 
 
+async def config_churn(addr: str, cycle: int, res: Result, per_cycle: int = 20) -> None:
+    """Topic and subscription-group creations while the kill comes (RocketMQ persists the
+    table on each): every acknowledged one must exist after all the restarts, and a SIGKILL
+    in the middle of a config save must not leave a store that refuses to start."""
+    try:
+        async with Client(addr) as c:
+            for n in range(per_cycle):
+                topic, group = f"KLT{cycle}x{n}", f"KLG{cycle}x{n}"
+                r = await c.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                    "topic": topic, "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2",
+                    "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
+                if r.code == ResponseCode.SUCCESS:
+                    res.topics_acked.add(topic)
+                r = await c.invoke(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None,
+                                   json.dumps({"groupName": group, "retryMaxTimes": 3}).encode())
+                if r.code == ResponseCode.SUCCESS:
+                    res.groups_acked.add(group)
+                await trio.sleep(0.03)
+    except (OSError, ConnectionError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError):
+        pass  # the server was killed
+
+
 async def one_cycle(server: Server, cycle: int, rng: random.Random, res: Result, producers: int,
                     window: int) -> None:
     early = rng.random() < 1 / 3
@@ -141,6 +170,7 @@ async def one_cycle(server: Server, cycle: int, rng: random.Random, res: Result,
     async with trio.open_nursery() as nursery:
         for pid in range(producers):
             nursery.start_soon(producer, server.broker, pid, cycle, random.Random(rng.random()), res, window)
+        nursery.start_soon(config_churn, server.broker, cycle, res)
         await trio.sleep(kill_after)
         await trio.to_thread.run_sync(server.kill)
         with trio.move_on_after(10):
@@ -170,6 +200,16 @@ async def read_all(broker: str) -> dict[int, list]:
                 offset = int((r.ext_fields or {})["nextBeginOffset"])
             out[qid] = msgs
     return out
+
+
+async def check_config(broker: str, res: Result) -> None:
+    """Every acknowledged topic and subscription group is still configured."""
+    async with Client(broker) as c:
+        topics = await c.invoke(RequestCode.GET_ALL_TOPIC_CONFIG, timeout=30)
+        groups = await c.invoke(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, timeout=30)
+    for kind, names, resp in (("topic", res.topics_acked, topics), ("group", res.groups_acked, groups)):
+        text = bytes(resp.body or b"").decode("utf-8", "replace")
+        res.config_missing += [f"{kind} {n}" for n in sorted(names) if f'"{n}"' not in text]
 
 
 def check(res: Result, queues: dict[int, list]) -> None:
@@ -209,6 +249,7 @@ def run(cycles: int, seed: int, workdir: Path, producers: int = 4, window: int =
             res.restart_s.append(time.monotonic() - t0)
         queues = trio.run(read_all, server.broker)
         check(res, queues)
+        trio.run(check_config, server.broker, res)
     finally:
         server.stop()
     res.seconds = time.monotonic() - started
@@ -225,9 +266,11 @@ def report(res: Result) -> None:
     print(f"duplicates          {len(res.duplicates)}")
     print(f"moved or altered    {len(res.moved)}")
     print(f"unacked but present {res.unacked_present} of {len(res.unacked_keys)}")
+    print(f"config              {len(res.topics_acked)} topics and {len(res.groups_acked)} groups acknowledged, "
+          f"{len(res.config_missing)} missing after the restarts")
     print(f"kill -> ready       min {rs[0]:.2f} s, median {statistics.median(rs):.2f} s, max {rs[-1]:.2f} s")
     print(f"duration            {res.seconds:.0f} s")
-    for k in (res.missing + res.duplicates + res.moved)[:20]:
+    for k in (res.missing + res.duplicates + res.moved + res.config_missing)[:20]:
         print(f"PROBLEM {k}")
 
 

@@ -1,6 +1,7 @@
 """Issue 11: a short kill loop (scripts/killloop.py): `rmqd serve` under SYNC_FLUSH with
 pipelined producers, SIGKILLed three times at random moments; every acknowledged message is
-there exactly once, byte-exact, at the queue offset its acknowledgement named."""
+there exactly once, byte-exact, at the queue offset its acknowledgement named, and every
+topic and subscription group whose creation was acknowledged is still configured."""
 from __future__ import annotations
 
 import importlib.util
@@ -32,4 +33,6 @@ def test_acknowledged_messages_survive_sigkill_exactly_once(tmp_path):
     assert len(res.acked) > 300, "the producers hardly got going"
     assert res.missing == [] and res.duplicates == [] and res.moved == []
     assert res.found == len(res.acked)
+    assert res.topics_acked and res.groups_acked, "no topic or group creation was acknowledged"
+    assert res.config_missing == []
     assert res.ok()
