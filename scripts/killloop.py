@@ -73,9 +73,10 @@ class Result:
     topics_acked: set[str] = field(default_factory=set)  # UPDATE_AND_CREATE_TOPIC answered SUCCESS
     groups_acked: set[str] = field(default_factory=set)  # UPDATE_AND_CREATE_SUBSCRIPTIONGROUP answered SUCCESS
     config_missing: list[str] = field(default_factory=list)
+    restart_failed: str = ""  # the server did not get ready after a SIGKILL: its log's tail
 
     def ok(self) -> bool:
-        return not (self.missing or self.duplicates or self.moved or self.config_missing)
+        return not (self.missing or self.duplicates or self.moved or self.config_missing or self.restart_failed)
 
 
 async def producer(addr: str, pid: int, cycle: int, rng: random.Random, res: Result, window: int) -> None:
@@ -245,11 +246,16 @@ def run(cycles: int, seed: int, workdir: Path, producers: int = 4, window: int =
             trio.run(one_cycle, server, cycle, rng, res, producers, window)
             res.cycles += 1
             t0 = time.monotonic()
-            server.start()
+            try:
+                server.start()
+            except RuntimeError as exc:
+                res.restart_failed = f"after cycle {cycle + 1}: {exc}"
+                break
             res.restart_s.append(time.monotonic() - t0)
-        queues = trio.run(read_all, server.broker)
-        check(res, queues)
-        trio.run(check_config, server.broker, res)
+        if not res.restart_failed:
+            queues = trio.run(read_all, server.broker)
+            check(res, queues)
+            trio.run(check_config, server.broker, res)
     finally:
         server.stop()
     res.seconds = time.monotonic() - started
@@ -270,6 +276,8 @@ def report(res: Result) -> None:
           f"{len(res.config_missing)} missing after the restarts")
     print(f"kill -> ready       min {rs[0]:.2f} s, median {statistics.median(rs):.2f} s, max {rs[-1]:.2f} s")
     print(f"duration            {res.seconds:.0f} s")
+    if res.restart_failed:
+        print(f"RESTART FAILED {res.restart_failed}")
     for k in (res.missing + res.duplicates + res.moved + res.config_missing)[:20]:
         print(f"PROBLEM {k}")
 
