@@ -133,6 +133,7 @@ class Stats:
     # after the frames (started server only): SIGKILL + restart + health check, then `rmqd store verify`
     restart: str = "not run"  # "ok" or what failed
     restart_s: float = 0.0
+    rss_mib: list[float] = field(default_factory=list)  # the server's RSS at each progress line
     verify: str = "not run"  # "ok" or the verifier's complaint
 
     def ok(self) -> bool:
@@ -142,7 +143,7 @@ class Stats:
     def as_dict(self) -> dict[str, Any]:
         return {"frames": self.frames, "intact_frames": self.intact_frames, "tracebacks": self.tracebacks, "health_ok": self.health_ok,
                 "health_failed": self.health_failed, "wedges": self.wedges, "server_closes": self.server_closes,
-                "server_died": self.server_died, "seconds": round(self.seconds, 1), "restart": self.restart,
+                "server_died": self.server_died, "seconds": round(self.seconds, 1), "restart": self.restart, "rss_mib": self.rss_mib,
                 "verify": self.verify,
                 "responses": {str(k): v for k, v in self.responses.most_common()},
                 "by_mutator": dict(self.by_mutator), "distinct": self.distinct, "failures": self.failures}
@@ -576,6 +577,18 @@ class Server:
             self.proc.kill()
             self.proc.wait(10)
 
+    def rss_mib(self) -> float | None:
+        """The server's resident memory (a leak per request shows over a long run)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        except (OSError, ValueError):
+            return None
+        return None
+
     def alive(self) -> bool:
         return self.proc is None or self.proc.poll() is None
 
@@ -859,8 +872,11 @@ async def fuzz(server: Server, frames: int, seed: int, connections: int = 4, hea
                     stats.failures.append(f"server exited with {server.proc.returncode if server.proc else '?'}")
                     break
                 if print_every and checks % print_every == 0:
+                    rss = server.rss_mib()
+                    if rss is not None:
+                        stats.rss_mib.append(round(rss, 1))
                     out(f"{i} frames, {stats.health_ok} health checks ok, {stats.tracebacks} tracebacks, "
-                        f"{time.monotonic() - started:.0f} s")
+                        f"{time.monotonic() - started:.0f} s" + (f", server RSS {rss:.0f} MiB" if rss else ""))
         for c in [*pools["namesrv"], *pools["broker"], *raw.values()]:
             await c.close()
         nursery.cancel_scope.cancel()
@@ -905,6 +921,9 @@ def report(stats: Stats, out: Callable[[str], None] = print) -> None:
     out(f"server closes       {stats.server_closes}")
     out(f"responses           {sum(stats.responses.values())} to {stats.intact_frames} frames with a decodable header")
     out(f"server alive        {not stats.server_died}")
+    if stats.rss_mib:
+        out(f"server RSS          {stats.rss_mib[0]:.0f} MiB at the first progress line, {stats.rss_mib[-1]:.0f} MiB "
+            f"at the last, max {max(stats.rss_mib):.0f} MiB")
     out(f"SIGKILL + restart   {stats.restart}" + (f" (ready in {stats.restart_s:.2f} s)" if stats.restart == "ok" else ""))
     out(f"store verify        {stats.verify}")
     out("responses by code   " + ", ".join(f"{k}:{v}" for k, v in stats.responses.most_common(12)))
