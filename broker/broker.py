@@ -441,7 +441,8 @@ class BrokerRole:
         return []
 
     def all_configs(self) -> dict[str, Any]:
-        return {k: _java_text(v) for k, v in self.settings.all_properties().items()}
+        # MixAll.object2Properties leaves out null fields
+        return {k: _java_text(v) for k, v in self.settings.all_properties().items() if v is not None}
 
     def config_data_version(self) -> dict[str, int]:
         return dict(self._config_version)

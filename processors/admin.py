@@ -282,6 +282,9 @@ class AdminBrokerProcessor:
             info[f"{pool}ThreadPoolQueueHeadWaitTimeMills"] = "0"
         info["EndTransactionQueueSize"] = "0"
         info["EndTransactionThreadPoolQueueCapacity"] = str(getattr(bc, "endTransactionPoolQueueCapacity", 100000))
+        schedule = getattr(b, "schedule_service", None)
+        if schedule is not None:  # ScheduleMessageService.buildRunningStats
+            info.update(schedule.running_stats())
         info["dispatchBehindBytes"] = str(b.dispatch_behind_bytes())
         info["pageCacheLockTimeMills"] = "0"
         info["earliestMessageTimeStamp"] = str(b.earliest_message_time())
@@ -297,8 +300,63 @@ class AdminBrokerProcessor:
             pass
         return info
 
+    async def reset_offset(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        """INVOKE_BROKER_TO_RESET_OFFSET (mqadmin resetOffsetByTime): Broker2Client.resetOffset -
+        the offsets by time for every write queue, sent oneway (RESET_CONSUMER_CLIENT_OFFSET) to
+        each online consumer of the group, which then commits them itself; the same table in
+        the answer. A C++ requester gets the list form (ResetOffsetBodyForC)."""
+        from wire.bodies import MessageQueue, ResetOffsetBody, ResetOffsetBodyForC
+        from wire.codes import MQVersion
+        from wire.headers import ResetOffsetRequestHeader
+
+        b = self.broker
+        h = ResetOffsetRequestHeader.from_ext(request.ext_fields)
+        topic, group, ts = h.topic or "", h.group or "", h.timestamp
+        tc = b.topic_config_manager.select_topic_config(topic)
+        if tc is None:
+            log.warning("[reset-offset] reset offset failed, no topic in this broker. topic=%s", topic)
+            return make_response(request, ResponseCode.SYSTEM_ERROR,
+                                 f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
+        table: dict[MessageQueue, int] = {}
+        for qid in range(tc.writeQueueNums):
+            consumer_offset = b.consumer_offset_manager.query_offset(group, topic, qid)
+            if consumer_offset == -1:
+                return make_response(request, ResponseCode.SYSTEM_ERROR, f"THe consumer group <{group}> not exist")
+            if ts == -1:
+                by_time = b.store.get_max_offset_in_queue(topic, qid)
+            else:
+                by_time = b.store.get_offset_in_queue_by_time(topic, qid, ts)
+            if by_time < 0:
+                log.warning("reset offset is invalid. topic=%s, queueId=%d, timeStampOffset=%d", topic, qid, by_time)
+                by_time = 0
+            mq = MessageQueue(topic=topic, brokerName=b.broker_config.brokerName, queueId=qid)
+            table[mq] = by_time if h.isForce or by_time < consumer_offset else consumer_offset
+        if request.language == LanguageCode.CPP:
+            push_body = ResetOffsetBodyForC([{"brokerName": mq.brokerName, "offset": off, "queueId": mq.queueId,
+                                              "topic": mq.topic} for mq, off in table.items()]).encode()
+        else:
+            push_body = ResetOffsetBody(table).encode()
+        info = b.consumer_manager.get_consumer_group_info(group)
+        channels = list(info.channel_info_table.values()) if info is not None else []
+        if not channels:
+            remark = f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} Timestamp: {ts}"
+            log.warning(remark)
+            return make_response(request, ResponseCode.CONSUMER_NOT_ONLINE, remark)
+        for client in channels:
+            if client.version < MQVersion.V3_0_7_SNAPSHOT:
+                return make_response(request, ResponseCode.SYSTEM_ERROR,
+                                     f"the client does not support this feature. version={version_desc(client.version)}")
+            push = RemotingCommand(code=RequestCode.RESET_CONSUMER_CLIENT_OFFSET, body=push_body, ext_fields={
+                "topic": topic, "group": group, "timestamp": str(ts), "isForce": "false"})
+            try:
+                await client.channel.send_request_oneway(push)
+            except Exception as exc:  # noqa: BLE001 - one client gone: the others are still reset
+                log.error("[reset-offset] reset offset exception. topic=%s, group=%s ,error=%s", topic, group, exc)
+        return _ok(request, ResetOffsetBody(table).encode())
+
     def handlers(self) -> dict[int, Any]:
         return guard_names({
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,

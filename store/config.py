@@ -32,6 +32,8 @@ class MessageStoreConfig:
     mappedFileSizeCommitLog: int = 1024 * 1024 * 1024
     mappedFileSizeConsumeQueue: int = 300_000 * CQ_STORE_UNIT_SIZE
     enableConsumeQueueExt: bool = False
+    mappedFileSizeConsumeQueueExt: int = 48 * 1024 * 1024  # accepted, as consumequeue_ext is not kept
+    bitMapLengthConsumeQueueExt: int = 64
     flushIntervalCommitLog: int = 500
     commitIntervalCommitLog: int = 200
     useReentrantLockWhenPutMessage: bool = True
@@ -95,6 +97,8 @@ class MessageStoreConfig:
     enableMultiDispatch: bool = False
     maxLmqConsumeQueueNum: int = 20_000
     enableScheduleAsyncDeliver: bool = False
+    scheduleAsyncDeliverMaxPendingLimit: int = 2000
+    scheduleAsyncDeliverMaxResendNum2Blocked: int = 3
     # In 4.9.x these two are JVM system properties (rocketmq.broker.diskSpaceWarningLevelRatio /
     # diskSpaceCleanForciblyRatio) read by DefaultMessageStore.CleanCommitLogService.
     diskSpaceWarningLevelRatio: float = 0.90

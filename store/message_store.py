@@ -27,8 +27,10 @@ from store.expiry import CLEAN_INITIAL_DELAY_MS, CleanService, disk_partition_sp
 from store.flush import FlushCallback, FlushService
 from store.indexfile import IndexService
 from store.errors import StoreFileError, StoreLockError, StoreNameError
+from store.stats import StoreStatsService
 from store.recovery import RecoveryReport, recover_abnormally, recover_normally
 from wire.message import SYSFLAG_POSITION, MessageRecord, decode_record, store_timestamp_position
+from wire.fastjson import java_double
 from wire.names import topic_remark
 
 log = logging.getLogger("rmqd.store")
@@ -104,6 +106,7 @@ class DefaultMessageStore:
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self._cq_lock = threading.Lock()
         self._valid_topics: set[str] = set()
+        self.stats = StoreStatsService()
         self.checkpoint: StoreCheckpoint | None = None
         self.index_service = IndexService(
             config.get_store_path_index(), config.maxHashSlotNum, config.maxIndexNum, config.maxMsgsNumBatch,
@@ -237,6 +240,7 @@ class DefaultMessageStore:
                 self._flush_logics(pages)
             except Exception:  # pragma: no cover - logged, retried next round
                 log.exception("consume queue flush failed")
+            self.stats.sample()
 
     def shutdown(self) -> None:
         """Flush everything, write the checkpoint, remove ``abort``, release the lock."""
@@ -306,6 +310,13 @@ class DefaultMessageStore:
         return begin > 0 and time.time_ns() // 1_000_000 - begin > self.config.osPageCacheBusyTimeOutMills
 
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        t0 = time.monotonic_ns()
+        res = self._put_message(msg)
+        a = res.appendMessageResult
+        self.stats.on_put(res.is_ok(), 1, a.wroteBytes if a is not None else 0, (time.monotonic_ns() - t0) // 1_000_000)
+        return res
+
+    def _put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         status = self._check_store_status()
         if status is not PutMessageStatus.PUT_OK:
             return PutMessageResult(status, None)
@@ -316,6 +327,14 @@ class DefaultMessageStore:
         return self.commit_log.put_message(msg)
 
     def put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
+        t0 = time.monotonic_ns()
+        res = self._put_messages(batch)
+        a = res.appendMessageResult
+        self.stats.on_put(res.is_ok(), a.msgNum if a is not None else 0, a.wroteBytes if a is not None else 0,
+                          (time.monotonic_ns() - t0) // 1_000_000)
+        return res
+
+    def _put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
         status = self._check_store_status()
         if status is not PutMessageStatus.PUT_OK:
             return PutMessageResult(status, None)
@@ -455,6 +474,15 @@ class DefaultMessageStore:
                     message_filter: Any = None) -> GetMessageResult | None:
         """DefaultMessageStore.getMessage: status, nextBeginOffset, min/max offsets and views of
         the stored records (the pull response body parts, zero-copy). None if shut down."""
+        t0 = time.monotonic_ns()
+        res = self._get_message(group, topic, queue_id, offset, max_msg_nums, message_filter)
+        if res is not None:
+            self.stats.on_get(res.status is GetMessageStatus.FOUND, res.msg_count,
+                              (time.monotonic_ns() - t0) // 1_000_000)
+        return res
+
+    def _get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+                     message_filter: Any = None) -> GetMessageResult | None:
         if self.shutdown_flag:
             return None
         res = GetMessageResult(next_begin_offset=offset)
@@ -560,6 +588,30 @@ class DefaultMessageStore:
         return res
 
     # ---- by commit-log offset / key ---------------------------------------------------------
+    def get_runtime_info(self) -> dict[str, str]:
+        """DefaultMessageStore.getRuntimeInfo: the stats service's keys, disk ratios, offsets."""
+        info = self.stats.runtime_info()
+        path = self.config.get_store_path_commit_log()
+        ratio = disk_partition_space_used_percent(path) if os.path.exists(path) else -1.0
+        info[f"commitLogDiskRatio_{path}"] = java_double(ratio)
+        info["commitLogDiskRatio"] = java_double(ratio)
+        info["consumeQueueDiskRatio"] = java_double(
+            disk_partition_space_used_percent(self.config.get_store_path_consume_queue()))
+        info["commitLogMinOffset"] = str(self.get_min_phy_offset())
+        info["commitLogMaxOffset"] = str(self.get_max_phy_offset())
+        return info
+
+    def get_earliest_message_time_all(self) -> int:
+        """DefaultMessageStore.getEarliestMessageTime: the store time of the first message, read
+        as a (2 x maxMessageSize) slice from it, so -1 while less than that is written there."""
+        phy = self.get_min_phy_offset()
+        mf = self.commit_log.mapped_file_queue.find_mapped_file_by_offset(phy)
+        size = self.config.maxMessageSize * 2
+        if mf is None or phy - mf.file_from_offset + size > mf.wrote_position:
+            return -1
+        rec_ts = self.get_earliest_message_time_of_store()
+        return rec_ts if rec_ts > 0 else -1
+
     def get_max_phy_offset(self) -> int:
         return self.commit_log.get_max_offset()
 

@@ -698,6 +698,29 @@ class ConsumeStats(Body):
 
 
 @dataclass(slots=True)
+class ResetOffsetBody(Body):
+    """RESET_CONSUMER_CLIENT_OFFSET's body and INVOKE_BROKER_TO_RESET_OFFSET's answer:
+    offsetTable keyed by MessageQueue objects (fastjson object keys)."""
+    _OBJECT_KEYS = True
+    offsetTable: dict[MessageQueue, int] = field(default_factory=dict)
+
+    def to_json(self, *, browser_compatible: bool = False, sort_maps: bool = False) -> str:
+        return '{"offsetTable":' + _dumps_object_keyed(self.offsetTable, int) + "}"
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "ResetOffsetBody":
+        obj = _obj(obj, "ResetOffsetBody")
+        return cls(offsetTable={MessageQueue.from_json_obj(k): as_int(v)
+                                for k, v in _object_keyed_items(obj.get("offsetTable"))})
+
+
+@dataclass(slots=True)
+class ResetOffsetBodyForC(Body):
+    """The same for C++ consumers: a list of {brokerName, offset, queueId, topic}."""
+    offsetTable: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class TopicStatsTable(Body):
     _OBJECT_KEYS = True
     offsetTable: dict[MessageQueue, TopicOffset] = field(default_factory=dict)
@@ -857,6 +880,7 @@ def format_properties(props: dict[str, Any]) -> str:
 
 
 __all__ = [
+    "ResetOffsetBody", "ResetOffsetBodyForC",
     "Body", "BrokerData", "CheckClientRequestBody", "ClusterInfo", "Connection", "ConsumeFromWhere", "ConsumeStats",
     "ConsumeType", "ConsumerConnection", "ConsumerData", "ConsumerListByGroupResponseBody", "DataVersion",
     "HeartbeatData", "KVTable", "LockBatchRequestBody", "LockBatchResponseBody", "MessageModel",
