@@ -4,9 +4,11 @@
     spark.read.format("rocketmq").option("kind", "commitlog").load("/path/to/store")
 
 Options (case-insensitive):
-  kind            commitlog (default) | consumequeue | index | problems
+  kind            commitlog (default) | consumequeue | index | problems | verify
                   ("problems" = the file-level integrity checks of ``rmqd spark verify``:
-                  one row per problem with file and offset)
+                  one row per problem with file and offset; "verify" = the narrow per-record
+                  rows its queue and index checks join: see spark/schemas.py VERIFY_SCHEMA)
+  messageDelayLevel  the broker's, for the verify kind's expected tags codes (default 4.9.8's)
   splitSize       bytes per commit-log partition (default 128 MiB; records belong to the split
                   they start in, so any value works)
   body            true (default) | false: leave the body column null (less data to move)
@@ -43,7 +45,7 @@ from pyspark.sql.types import StructType
 from spark import scan
 from spark.schemas import ARROW_SCHEMAS, SCHEMAS
 
-KINDS = ("commitlog", "consumequeue", "index", "problems")
+KINDS = ("commitlog", "consumequeue", "index", "problems", "verify")
 
 
 @dataclass
@@ -58,6 +60,7 @@ class _Options:
     slot_num: int | None
     index_num: int | None
     cq_file_size: int | None
+    delay_levels: str | None = None
 
 
 def _bool(v: str | None, default: bool, name: str) -> bool:
@@ -99,7 +102,16 @@ def parse_options(options: dict) -> _Options:
         slot_num=_int(opts.get("maxhashslotnum"), None, "maxHashSlotNum"),
         index_num=_int(opts.get("maxindexnum"), None, "maxIndexNum"),
         cq_file_size=_int(opts.get("mappedfilesizeconsumequeue"), None, "mappedFileSizeConsumeQueue"),
+        delay_levels=_delay_levels(opts.get("messagedelaylevel")),
     )
+
+
+def _delay_levels(v: str | None) -> str | None:
+    """messageDelayLevel, checked on the driver (one clear error before any task runs)."""
+    if v is None or not str(v).strip():
+        return None
+    scan.delay_table(str(v))  # raises ValueError naming the bad item
+    return str(v)
 
 
 class RocketMQDataSource(DataSource):
@@ -156,8 +168,8 @@ def plan_partitions(o: _Options) -> list[_Part]:
     if not os.path.isdir(o.path):
         raise FileNotFoundError(f"rocketmq data source: {o.path}: no such store directory")
     parts: list[_Part] = []
-    if o.kind in ("commitlog", "problems"):
-        what = "commitlog" if o.kind == "commitlog" else "check-commitlog"
+    if o.kind in ("commitlog", "problems", "verify"):
+        what = {"commitlog": "commitlog", "verify": "commitlog"}.get(o.kind, "check-commitlog")
         parts += [_Part(what, s) for s in scan.plan_commitlog(o.path, o.split_size)]
     if o.kind in ("consumequeue", "problems"):
         files = scan.queue_files(o.path)
@@ -177,7 +189,8 @@ def read_partition(o: _Options, part: _Part, schema: pa.Schema | None = None) ->
     w, p = part.what, part.payload
     if w == "commitlog":
         return scan.scan_commitlog(p, read_body=o.read_body, check_crc=o.check_crc, batch_rows=o.batch_rows,
-                                   schema=schema)
+                                   schema=schema if schema is not None else ARROW_SCHEMAS[o.kind],
+                                   delay_levels=o.delay_levels)
     batches = _read_other(o, w, p)
     if schema is None or schema.equals(batches_schema := ARROW_SCHEMAS[o.kind]):
         return batches

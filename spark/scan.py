@@ -29,10 +29,14 @@ from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spark import layout as L
 from spark.schemas import ARROW_SCHEMAS
-from wire.message import create_offset_msg_id, format_socket_address
+from store.config import MessageStoreConfig
+from store.consumequeue import SCHEDULE_TOPIC, tags_code_of
+from wire.javamap import java_string_hash
+from wire.message import MessageConst, create_offset_msg_id, format_socket_address
 
 try:  # ISA-L's CRC-32 (same polynomial and values as zlib's) is ~3.5x faster on 1 KiB bodies
     from isal.isal_zlib import crc32
@@ -385,6 +389,7 @@ def _strings(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[p
 
 _MAP_TYPE = ARROW_SCHEMAS["commitlog"].field("properties").type
 _LOOKUPS = ("TAGS", "KEYS", "UNIQ_KEY")
+_VERIFY_LOOKUPS = _LOOKUPS + ("DELAY",)  # DELAY: the tags code of SCHEDULE_TOPIC_XXXX records
 
 
 def _property_items(props: pa.Array) -> tuple[np.ndarray, ...]:
@@ -422,13 +427,15 @@ def _property_items(props: pa.Array) -> tuple[np.ndarray, ...]:
     return data, s[valid], k[valid], e[valid], row[valid]
 
 
-def properties_columns(props: pa.Array, with_map: bool = True) -> tuple[pa.MapArray | None, list[pa.Array]]:
-    """``name\\x01value\\x02...`` strings -> (map<string,string>, [TAGS, KEYS, UNIQ_KEY]); a
-    repeated name keeps every item in the map and the last one for the lookups (as the
-    HashMap RocketMQ builds keeps the last put). ``with_map=False`` skips building the map (None)."""
+def properties_columns(props: pa.Array, with_map: bool = True,
+                       names: tuple[str, ...] = _LOOKUPS) -> tuple[pa.MapArray | None, list[pa.Array]]:
+    """``name\\x01value\\x02...`` strings -> (map<string,string>, one column per name of ``names``,
+    default TAGS, KEYS, UNIQ_KEY); a repeated name keeps every item in the map and the last one
+    for the lookups (as the HashMap RocketMQ builds keeps the last put). ``with_map=False``
+    skips building the map (None)."""
     n = len(props)
     if n == 0:
-        return pa.array([], _MAP_TYPE), [pa.array([], pa.string())] * len(_LOOKUPS)
+        return pa.array([], _MAP_TYPE), [pa.array([], pa.string())] * len(names)
     data, s, k, e, row = _property_items(props)
     if s.size:
         keys = _varbinary(data, s, k - s, pa.string())
@@ -440,7 +447,7 @@ def properties_columns(props: pa.Array, with_map: bool = True) -> tuple[pa.MapAr
     m = pa.MapArray.from_arrays(pa.array(offsets), keys, values, type=_MAP_TYPE) if with_map else None
     looked = []
     key_len = k - s
-    for name in _LOOKUPS:
+    for name in names:
         hit = _items_named(data, s, key_len, name)
         pick = np.full(n, -1, dtype=np.int64)
         if hit.size:
@@ -583,14 +590,88 @@ def _body_crcs(buf, body_pos: np.ndarray, body_len: np.ndarray) -> np.ndarray:
 
 
 COMMITLOG_COLUMNS = tuple(ARROW_SCHEMAS["commitlog"].names)
-_CANONICAL = {name.lower(): name for name in COMMITLOG_COLUMNS}  # Spark matches names case-insensitively
-_PROPERTY_COLUMNS = frozenset({"properties", "tags", "keys", "uniqKey"})
+VERIFY_COLUMNS = ("expectedTagsCode", "indexKeys")  # the verify kind's own (see spark/schemas.py)
+# Spark matches names case-insensitively
+_CANONICAL = {name.lower(): name for name in COMMITLOG_COLUMNS + VERIFY_COLUMNS}
+_PROPERTY_COLUMNS = frozenset({"properties", "tags", "keys", "uniqKey"} | set(VERIFY_COLUMNS))
+_INDEX_KEYS_TYPE = ARROW_SCHEMAS["verify"].field("indexKeys").type
+
+
+def delay_table(levels: str | None) -> dict[int, int]:
+    """messageDelayLevel (default: the store's) as level -> delay in ms, as tags_code_of takes it."""
+    cfg = MessageStoreConfig()
+    if levels:
+        cfg.messageDelayLevel = levels
+    return {i + 1: ms for i, ms in enumerate(cfg.delay_levels_ms())}
+
+
+def expected_tags_codes(topic: pa.Array, tags: pa.Array, delay: pa.Array, store_ts: np.ndarray,
+                        table: dict[int, int]) -> pa.Array:
+    """The tags code dispatch writes for each record (store.consumequeue.tags_code_of): each
+    distinct TAGS value hashed once; only SCHEDULE_TOPIC_XXXX records (delivery time instead)
+    take the per-record path."""
+    enc = pc.dictionary_encode(tags).combine_chunks() if isinstance(tags, pa.ChunkedArray) else pc.dictionary_encode(tags)
+    per_tag = np.array([java_string_hash(t) if t else 0 for t in enc.dictionary.to_pylist()] + [0], dtype=np.int64)
+    idx = enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)
+    codes = per_tag[idx]
+    sched = np.flatnonzero(pc.equal(topic, SCHEDULE_TOPIC).fill_null(False).to_numpy(zero_copy_only=False))
+    for i in sched.tolist():
+        props = {k: v for k, v in ((MessageConst.PROPERTY_TAGS, tags[i].as_py()),
+                                   (MessageConst.PROPERTY_DELAY_TIME_LEVEL, delay[i].as_py())) if v is not None}
+        codes[i] = tags_code_of(SCHEDULE_TOPIC, props, int(store_ts[i]), table)
+    return pa.array(codes, pa.int64())
+
+
+def _java_hashes(strings: pa.Array) -> np.ndarray:
+    """String.hashCode of every (non-empty) string, vectorised over the UTF-8 bytes for ASCII
+    strings (there UTF-16 units are the bytes); the others go through wire.javamap's."""
+    m = len(strings)
+    bufs = strings.buffers()
+    offs = np.frombuffer(bufs[1], dtype=np.int32, count=m + 1, offset=strings.offset * 4).astype(np.int64)
+    data = np.frombuffer(bufs[2], dtype=np.uint8)[offs[0]:offs[-1]]
+    starts = offs[:-1] - offs[0]
+    lens = offs[1:] - offs[:-1]
+    exps = np.repeat(starts + lens - 1, lens) - np.arange(data.size)  # 31^(n-1-i) of each byte
+    pow31 = np.ones(int(lens.max(initial=1)), dtype=np.uint64)
+    for i in range(1, pow31.size):
+        pow31[i] = (pow31[i - 1] * np.uint64(31)) & np.uint64(0xFFFFFFFF)
+    sums = np.add.reduceat(data.astype(np.uint64) * pow31[exps], starts) & np.uint64(0xFFFFFFFF)
+    h = sums.astype(np.uint32).view(np.int32).astype(np.int64)
+    wide = np.flatnonzero(np.maximum.reduceat(data, starts) >= 0x80)
+    for i in wide.tolist():
+        h[i] = java_string_hash(strings[i].as_py())
+    return h
+
+
+def index_keys_column(topic: pa.Array, keys: pa.Array, uniq: pa.Array) -> pa.ListArray:
+    """Per record the keys IndexService.buildIndex puts -- topic#UNIQ_KEY, then topic#each
+    non-empty KEYS token -- with IndexFile's hash (abs(String.hashCode), 0 for MIN_VALUE)."""
+    n = len(topic)
+    tokens = pc.split_pattern(keys, MessageConst.KEY_SEPARATOR)
+    tok_rows = pc.list_parent_indices(tokens).to_numpy()
+    tok_vals = pc.list_flatten(tokens)
+    nonempty = pc.greater(pc.utf8_length(tok_vals), 0).to_numpy(zero_copy_only=False)
+    uniq_rows = np.flatnonzero(uniq.is_valid().to_numpy(zero_copy_only=False))
+    rows = np.concatenate([uniq_rows, tok_rows[nonempty]])
+    order = np.argsort(rows, kind="stable")  # per record: UNIQ_KEY first, then the tokens in order
+    vals = pa.concat_arrays([uniq.take(pa.array(uniq_rows)).cast(pa.string()),
+                             tok_vals.filter(pa.array(nonempty)).cast(pa.string())]).take(pa.array(order))
+    rows = rows[order]
+    full = pc.binary_join_element_wise(topic.take(pa.array(rows)), vals, "#")
+    full = pa.concat_arrays([full]) if len(full) else pa.array([], pa.string())
+    h = _java_hashes(full) if len(full) else np.zeros(0, np.int64)
+    key_hash = np.where(h == -0x80000000, 0, np.abs(h)).astype(np.int32)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
+    struct = pa.StructArray.from_arrays([full, pa.array(key_hash, pa.int32())],
+                                        fields=list(_INDEX_KEYS_TYPE.value_type))
+    return pa.ListArray.from_arrays(pa.array(offsets), struct, type=_INDEX_KEYS_TYPE)
 
 
 def commitlog_batch(buf, u8: np.ndarray, split: CommitLogSplit, positions: list[int], *,
                     read_body: bool = True, check_crc: bool = True,
                     problems: _Problems | None = None, rel: str = "",
-                    schema: pa.Schema | None = None) -> pa.RecordBatch | None:
+                    schema: pa.Schema | None = None, delays: dict[int, int] | None = None) -> pa.RecordBatch | None:
     """Rows of the records at ``positions`` (records whose lengths do not add up are dropped,
     and reported to ``problems`` when given). ``schema`` selects columns of the commit-log
     schema (any subset, any order, names in any case): columns not asked for are not computed."""
@@ -630,8 +711,15 @@ def commitlog_batch(buf, u8: np.ndarray, split: CommitLogSplit, positions: list[
     props: dict[str, pa.Array] = {}
     if want & _PROPERTY_COLUMNS:
         props_str, _ = _strings(u8, d.props_pos, d.props_len)
-        m, (tags, keys, uniq) = properties_columns(props_str, with_map="properties" in want)
-        props = {"properties": m, "tags": tags, "keys": keys, "uniqKey": uniq}
+        m, (tags, keys, uniq, delay) = properties_columns(props_str, with_map="properties" in want,
+                                                          names=_VERIFY_LOOKUPS)
+        props = {"properties": m, "tags": tags, "keys": keys, "uniqKey": uniq, "DELAY": delay}
+    topic_col: list[pa.Array] = []
+
+    def topic() -> pa.Array:
+        if not topic_col:
+            topic_col.append(_strings(u8, d.topic_pos, d.topic_len)[0])
+        return topic_col[0]
 
     def ips(which: str) -> list[bytes]:
         # batches with IPv6 hosts: each record's host bytes, 4 or 16 by its own sysFlag bit
@@ -681,13 +769,16 @@ def commitlog_batch(buf, u8: np.ndarray, split: CommitLogSplit, positions: list[
         "preparedTransactionOffset": lambda: pa.array(f["prepared_transaction_offset"]),
         "bodyLength": lambda: pa.array(body_len.astype(np.int32)),
         "body": body,
-        "topic": lambda: _strings(u8, d.topic_pos, d.topic_len)[0],
+        "topic": topic,
         "properties": lambda: props["properties"],
         "tags": lambda: props["tags"],
         "keys": lambda: props["keys"],
         "uniqKey": lambda: props["uniqKey"],
         "offsetMsgId": offset_msg_id,
         "crc_ok": crc_ok,
+        "expectedTagsCode": lambda: expected_tags_codes(topic(), props["tags"], props["DELAY"], f["store_timestamp"],
+                                                        delays if delays is not None else delay_table(None)),
+        "indexKeys": lambda: index_keys_column(topic(), props["keys"], props["uniqKey"]),
     }
     return pa.RecordBatch.from_arrays([build[name]() for name in names], schema=schema)
 
@@ -717,14 +808,18 @@ class _Mapped:
 
 
 def scan_commitlog(split: CommitLogSplit, *, read_body: bool = True, check_crc: bool = True,
-                   batch_rows: int = DEFAULT_BATCH_ROWS, schema: pa.Schema | None = None) -> Iterator[pa.RecordBatch]:
+                   batch_rows: int = DEFAULT_BATCH_ROWS, schema: pa.Schema | None = None,
+                   delay_levels: str | None = None) -> Iterator[pa.RecordBatch]:
     """Message rows of one commit-log split (unreadable regions are skipped; see check_commitlog);
-    ``schema``: the columns to produce (default: all of them)."""
+    ``schema``: the columns to produce (default: all of them; the verify kind's narrow columns
+    too, with ``delay_levels`` = messageDelayLevel for the expected tags codes)."""
     if split.size == 0:
         return
+    delays = delay_table(delay_levels)
     with _Mapped(split.path) as m:
         for chunk in _walk(m.mm, split, "", None, batch_rows):
-            b = commitlog_batch(m.mm, m.u8, split, chunk, read_body=read_body, check_crc=check_crc, schema=schema)
+            b = commitlog_batch(m.mm, m.u8, split, chunk, read_body=read_body, check_crc=check_crc, schema=schema,
+                                delays=delays)
             if b is not None:
                 yield b
 

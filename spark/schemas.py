@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import (BinaryType, BooleanType, IntegerType, LongType, MapType, StringType,
+from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, IntegerType, LongType, MapType, StringType,
                                StructField, StructType)
 
 
@@ -69,6 +69,23 @@ INDEX_SCHEMA = StructType([
     _f("reachable", BooleanType()),        # a lookup through its slot's chain finds this entry
 ])
 
+# The narrow rows ``rmqd spark verify`` joins against the consume queues and the index: what
+# the checks need of each record, with the per-record work (property parsing, the expected tags
+# code, the index keys and their hashes) done in the Python reader, so no body, property map or
+# Python UDF round trip is involved and only these small columns cross into the JVM.
+INDEX_KEY_TYPE = StructType([_f("key", StringType()), _f("keyHash", IntegerType())])
+VERIFY_SCHEMA = StructType([
+    _f("file", StringType()),
+    _f("filePos", LongType()),
+    _f("topic", StringType()),
+    _f("queueId", IntegerType()),
+    _f("queueOffset", LongType()),
+    _f("totalSize", IntegerType()),
+    _f("sysFlag", IntegerType()),
+    _f("expectedTagsCode", LongType()),    # the tags code dispatch writes for it (ConsumeQueue)
+    _f("indexKeys", ArrayType(INDEX_KEY_TYPE, False)),  # topic#UNIQ_KEY, topic#each KEYS token, hashed
+])
+
 PROBLEMS_SCHEMA = StructType([
     _f("file", StringType()),              # path relative to the store root, e.g. commitlog/000...
     _f("offset", LongType()),              # byte position inside that file
@@ -81,6 +98,7 @@ SCHEMAS = {
     "consumequeue": CONSUMEQUEUE_SCHEMA,
     "index": INDEX_SCHEMA,
     "problems": PROBLEMS_SCHEMA,
+    "verify": VERIFY_SCHEMA,
 }
 
 ARROW_SCHEMAS: dict[str, pa.Schema] = {k: to_arrow_schema(v, timezone="UTC") for k, v in SCHEMAS.items()}

@@ -22,14 +22,10 @@ from typing import Iterable
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
 
 from spark import scan
 from spark.session import read
-from store.config import MessageStoreConfig
-from store.consumequeue import tags_code_of
-from store.indexfile import build_key, index_key_hash
-from wire.message import MessageConst, MessageSysFlag
+from wire.message import MessageSysFlag
 
 CHECKS = ("records", "consumequeue", "index", "against")
 TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
@@ -92,46 +88,6 @@ def _physical(df: DataFrame) -> DataFrame:
 
 
 # --------------------------------------------------------------------------------------------
-# expected values computed with store/'s own functions (Arrow batch in, Arrow batch out)
-
-_KEYS_OUT = ArrayType(StructType([StructField("key", StringType(), False),
-                                  StructField("keyHash", IntegerType(), False)]), False)
-
-
-def _delay_table(delay_levels: str | None) -> dict[int, int]:
-    cfg = MessageStoreConfig()
-    if delay_levels:
-        cfg.messageDelayLevel = delay_levels
-    return {i + 1: ms for i, ms in enumerate(cfg.delay_levels_ms())}
-
-
-def expected_tags_code_udf(delay_levels: str | None):
-    """tagsCode as the dispatcher computes it (store.consumequeue.tags_code_of), as a plain
-    Python UDF (no pandas needed)."""
-    table = _delay_table(delay_levels)
-
-    def code(topic: str, tags: str | None, delay: str | None, store_ts: int) -> int:
-        props = {}
-        if tags is not None:
-            props[MessageConst.PROPERTY_TAGS] = tags
-        if delay is not None:
-            props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = delay
-        return tags_code_of(topic, props, store_ts, table)  # a non-numeric DELAY counts as no delay
-    return F.udf(code, LongType(), useArrow=False)
-
-
-def _index_keys(topic: str, uniq: str | None, keys: str | None) -> list[tuple[str, int]]:
-    """The keys IndexService.buildIndex puts for a record: topic#UNIQ_KEY, topic#each KEYS token."""
-    ks = [uniq] if uniq is not None else []
-    if keys:
-        ks += [k for k in keys.split(MessageConst.KEY_SEPARATOR) if k]
-    return [(build_key(topic, k), index_key_hash(build_key(topic, k))) for k in ks]
-
-
-index_keys_udf = F.udf(_index_keys, _KEYS_OUT, useArrow=False)
-
-
-# --------------------------------------------------------------------------------------------
 # the checks
 
 
@@ -150,12 +106,12 @@ def check_records(records: DataFrame, file_problems: DataFrame, limit: int | Non
 
 
 def check_consume_queues(records: DataFrame, units: DataFrame, file_problems: DataFrame,
-                         delay_levels: str | None, limit: int | None) -> CheckResult:
+                         limit: int | None) -> CheckResult:
+    """``records``: the verify kind's rows (expectedTagsCode computed by the reader, with the
+    broker's messageDelayLevel)."""
     cq_loc = F.concat_ws("/", F.lit(scan.CONSUMEQUEUE_DIR), F.col("u.topic"), F.col("u.queueId").cast("string"), F.col("u.file"))
-    tags = expected_tags_code_udf(delay_levels)("topic", "tags", F.col("properties")[MessageConst.PROPERTY_DELAY_TIME_LEVEL],
-                                                "storeTimestamp")
     rec = records.select("pos", "topic", "queueId", "queueOffset", "totalSize", "sysFlag", "file", "filePos",
-                         tags.alias("expectedTagsCode"))
+                         "expectedTagsCode")
     u = units.alias("u")
     j = u.join(rec.alias("r"), F.col("u.commitLogOffset") == F.col("r.pos"), "left").cache()
     missing_rec = j.where(F.col("r.pos").isNull()).select(*_lit_problem(
@@ -217,7 +173,7 @@ def check_index(records: DataFrame, entries: DataFrame, file_problems: DataFrame
     first_begin = entries.agg(F.min("commitLogOffset")).first()[0] or 0
     rec = records.where((F.col("sysFlag").bitwiseAND(TRAN_MASK) != MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
                         & (F.col("pos") >= F.lit(first_begin)))
-    keys = rec.select("pos", F.explode(index_keys_udf("topic", "uniqKey", "keys")).alias("k")) \
+    keys = rec.select("pos", F.explode("indexKeys").alias("k")) \
         .select("pos", "k.key", "k.keyHash")
     found = entries.where("reachable").select(F.col("commitLogOffset").alias("pos"), "keyHash").distinct()
     lost = keys.join(found, ["pos", "keyHash"], "left_anti").join(records.select("pos", "file", "filePos"), "pos")
@@ -311,16 +267,24 @@ def check_content(a: DataFrame, b: DataFrame, ignore: list[str], limit: int | No
 # --------------------------------------------------------------------------------------------
 
 
-# the commit-log columns the checks use (the rest are never computed: see spark/datasource.py)
-_CHECKED_COLUMNS = ("file", "filePos", "topic", "queueId", "queueOffset", "totalSize", "sysFlag", "storeTimestamp",
-                    "properties", "tags", "keys", "uniqKey")
-_COMPARED_COLUMNS = _CHECKED_COLUMNS + ("flag", "reconsumeTimes", "body")
+# the commit-log columns --against compares (the rest are never computed: see spark/datasource.py)
+_COMPARED_COLUMNS = ("file", "filePos", "topic", "queueId", "queueOffset", "sysFlag", "properties", "flag",
+                     "reconsumeTimes", "body")
 
 
-def _records(spark: SparkSession, store: str, options: dict, body: bool) -> DataFrame:
+def _records(spark: SparkSession, store: str, options: dict, delay_levels: str | None) -> DataFrame:
+    """The narrow per-record rows the queue and index checks join (the verify kind): no body,
+    no property map; the expected tags code and the index keys come computed from the reader."""
     opts = dict(options)
-    opts.update(body="true" if body else "false", checkCrc="false")
-    return _physical(read(spark, store, "commitlog", _COMPARED_COLUMNS if body else _CHECKED_COLUMNS, **opts))
+    if delay_levels:
+        opts["messageDelayLevel"] = delay_levels
+    return _physical(read(spark, store, "verify", **opts))
+
+
+def _compared(spark: SparkSession, store: str, options: dict) -> DataFrame:
+    opts = dict(options)
+    opts.update(body="true", checkCrc="false")
+    return _physical(read(spark, store, "commitlog", _COMPARED_COLUMNS, **opts))
 
 
 def verify_store(spark: SparkSession, store: str, *, against: str | None = None, options: dict | None = None,
@@ -336,7 +300,7 @@ def verify_store(spark: SparkSession, store: str, *, against: str | None = None,
             raise FileNotFoundError(f"{s}: not a RocketMQ store directory (no {scan.COMMITLOG_DIR}/)")
     options = dict(options or {})
     fp = _file_problems(spark, store, options)
-    records = _records(spark, store, options, body=False).cache()
+    records = _records(spark, store, options, delay_levels).cache()
     units = read(spark, store, "consumequeue", **options).cache()
     entries = read(spark, store, "index", **options).cache()
     try:
@@ -344,13 +308,13 @@ def verify_store(spark: SparkSession, store: str, *, against: str | None = None,
         if "records" in checks:
             results.append(check_records(records, fp, limit))
         if "consumequeue" in checks:
-            results.append(check_consume_queues(records, units, fp, delay_levels, limit))
+            results.append(check_consume_queues(records, units, fp, limit))
         if "index" in checks:
             results.append(check_index(records, entries, fp, limit))
         if against and "against" in checks:
             results.append(check_layout(store, against))
-            a = _records(spark, store, options, body=True)
-            b = _records(spark, against, options, body=True)
+            a = _compared(spark, store, options)
+            b = _compared(spark, against, options)
             results.append(check_content(a, b, list(ignore_properties or []), limit))
     finally:
         for df in (fp, records, units, entries):
