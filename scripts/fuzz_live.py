@@ -14,11 +14,13 @@ time to name the frame that causes each distinct one (printed in hex).
     scripts/fuzz_live.py --frames 300000 --seed 1
     scripts/fuzz_live.py --frames 5000 --namesrv 127.0.0.1:9876 --broker 127.0.0.1:10911
 
-A started server is then SIGKILLed and started again on the fuzzed store (it must get ready
-and pass a health check), stopped, and the store checked with `rmqd store verify`.
+A started server is then run out of file descriptors (every send acknowledged meanwhile must
+be pullable once they are back), SIGKILLed and started again on the fuzzed store (it must get
+ready and pass a health check), stopped, and the store checked with `rmqd store verify`.
 
-Exit status 0 only with 0 tracebacks, 0 failed health checks, 0 wedges, the server alive, the
-restart after SIGKILL healthy and the store verified.
+Exit status 0 only with 0 tracebacks, 0 failed health checks, 0 wedges, the server alive, no
+acknowledged message lost to the descriptor exhaustion, the restart after SIGKILL healthy and
+the store verified.
 """
 from __future__ import annotations
 
@@ -131,6 +133,7 @@ class Stats:
     server_died: bool = False
     seconds: float = 0.0
     # after the frames (started server only): SIGKILL + restart + health check, then `rmqd store verify`
+    fd_exhaustion: str = "not run"  # "ok" or what failed (fd_exhaustion_check)
     restart: str = "not run"  # "ok" or what failed
     restart_s: float = 0.0
     rss_mib: list[float] = field(default_factory=list)  # the server's RSS at each progress line
@@ -138,12 +141,12 @@ class Stats:
 
     def ok(self) -> bool:
         return not (self.tracebacks or self.health_failed or self.wedges or self.server_died
-                    or self.restart not in ("ok", "not run") or self.verify not in ("ok", "not run"))
+                    or self.restart not in ("ok", "not run") or self.fd_exhaustion not in ("ok", "not run") or self.verify not in ("ok", "not run"))
 
     def as_dict(self) -> dict[str, Any]:
         return {"frames": self.frames, "intact_frames": self.intact_frames, "tracebacks": self.tracebacks, "health_ok": self.health_ok,
                 "health_failed": self.health_failed, "wedges": self.wedges, "server_closes": self.server_closes,
-                "server_died": self.server_died, "seconds": round(self.seconds, 1), "restart": self.restart, "rss_mib": self.rss_mib,
+                "server_died": self.server_died, "seconds": round(self.seconds, 1), "fd_exhaustion": self.fd_exhaustion, "restart": self.restart, "rss_mib": self.rss_mib,
                 "verify": self.verify,
                 "responses": {str(k): v for k, v in self.responses.most_common()},
                 "by_mutator": dict(self.by_mutator), "distinct": self.distinct, "failures": self.failures}
@@ -884,6 +887,80 @@ async def fuzz(server: Server, frames: int, seed: int, connections: int = 4, hea
     return stats
 
 
+async def fd_exhaustion_check(server: Server, topics: int = 4, headroom: int = 40) -> str:
+    """The broker out of file descriptors (its limit lowered to what it uses + ``headroom``,
+    then held connections take the rest): sends on a connection opened before may fail, but
+    every ACKNOWLEDGED one must be pullable once descriptors are back (a transient OSError in
+    dispatch must not make a record be passed over), and the broker must recover. "ok" or what failed."""
+    import resource
+    import socket
+
+    if server.proc is None or not server.alive():
+        return "not run"
+    pid = server.proc.pid
+    old = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    names = [f"FuzzFdT{i}" for i in range(topics)]
+    acked: dict[str, list[bytes]] = {n: [] for n in names}
+    held: list[socket.socket] = []
+    try:
+        async with Client(server.broker) as c:
+            for n in names:  # consume-queue files are made on a topic's first dispatch: during the exhaustion
+                r = await c.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                    "topic": n, "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1", "perm": "6",
+                    "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
+                if r.code != ResponseCode.SUCCESS:
+                    return f"create {n}: code {r.code} {r.remark}"
+            used = len(os.listdir(f"/proc/{pid}/fd"))
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (used + headroom, old[1]))
+            host, port = _addr(server.broker)
+            try:
+                for _ in range(headroom + 20):
+                    held.append(socket.create_connection((host, port), timeout=1))
+            except OSError:
+                pass
+            await trio.sleep(0.5)
+            for i in range(3):
+                for n in names:
+                    body = f"{n}-during-fd-exhaustion-{i}".encode()
+                    r = await c.invoke(RequestCode.SEND_MESSAGE_V2, _send_ext(n), body)
+                    if r.code == ResponseCode.SUCCESS:
+                        acked[n].append(body)
+                await trio.sleep(0.3)
+            for sock in held:
+                sock.close()
+            held.clear()
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
+            await trio.sleep(1.0)
+            for n in names:  # one more after: it makes the topic dispatchable again in any case
+                body = f"{n}-after".encode()
+                r = await c.invoke(RequestCode.SEND_MESSAGE_V2, _send_ext(n), body)
+                if r.code == ResponseCode.SUCCESS:
+                    acked[n].append(body)
+        deadline = trio.current_time() + 10
+        async with Client(server.broker) as c:
+            await c.invoke(RequestCode.HEART_BEAT, {}, _heartbeat_body("fuzz-fd@1", HEALTH_GROUP, names[0]))
+            for n in names:
+                while True:
+                    r = await c.invoke(RequestCode.PULL_MESSAGE, _pull_ext(n, HEALTH_GROUP, 0, 0))
+                    got = [m.body for m in decode_messages(bytes(r.body or b""))] if r.code == ResponseCode.SUCCESS else []
+                    lost = [b for b in acked[n] if b not in got]
+                    if not lost:
+                        break
+                    if trio.current_time() > deadline:
+                        return (f"{len(lost)} acknowledged message(s) of {n} not pullable after the descriptors came "
+                                f"back (pull from 0: code {r.code} {r.remark}): {lost[0]!r}")
+                    await trio.sleep(0.2)
+        problem = await health_check(server.namesrv, server.broker, -2)
+        return "ok" if problem is None else f"health check after the exhaustion: {problem}"
+    except (OSError, ConnectionError, trio.TooSlowError, KeyError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        for sock in held:
+            sock.close()
+        if server.alive():
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
+
+
 def crash_restart_and_verify(server: Server, stats: Stats) -> None:
     """What the fuzzed store must survive: a crash (SIGKILL, then start and a health check
     on a new connection: startup never dies on a record) and `rmqd store verify` after a
@@ -924,6 +1001,7 @@ def report(stats: Stats, out: Callable[[str], None] = print) -> None:
     if stats.rss_mib:
         out(f"server RSS          {stats.rss_mib[0]:.0f} MiB at the first progress line, {stats.rss_mib[-1]:.0f} MiB "
             f"at the last, max {max(stats.rss_mib):.0f} MiB")
+    out(f"fd exhaustion       {stats.fd_exhaustion}")
     out(f"SIGKILL + restart   {stats.restart}" + (f" (ready in {stats.restart_s:.2f} s)" if stats.restart == "ok" else ""))
     out(f"store verify        {stats.verify}")
     out("responses by code   " + ", ".join(f"{k}:{v}" for k, v in stats.responses.most_common(12)))
@@ -942,7 +1020,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--broker", help="attach to this broker (host:port)")
     ap.add_argument("--workdir", help="where the started rmqd keeps its store and log (default: a temp dir)")
     ap.add_argument("--no-restart", action="store_true",
-                    help="skip the final SIGKILL + restart + health check and `rmqd store verify`")
+                    help="skip the final checks: descriptor exhaustion, SIGKILL + restart + health check, "
+                         "`rmqd store verify`")
     ap.add_argument("--json", help="also write the summary as JSON to this file")
     args = ap.parse_args(argv)
     if bool(args.namesrv) != bool(args.broker):
@@ -960,6 +1039,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.frames} frames", flush=True)
         stats = trio.run(fuzz, server, args.frames, args.seed, args.connections, args.health_every, 20)
         if not args.no_restart:
+            if not server.attached:
+                stats.fd_exhaustion = trio.run(fd_exhaustion_check, server)
+                server.new_log()  # config saves failing with EMFILE log their traceback there: expected, not counted
             crash_restart_and_verify(server, stats)
     finally:
         server.stop()
