@@ -87,4 +87,66 @@ def append_at(store: Any, offset: int, data: bytes | memoryview) -> int:
     return end
 
 
-__all__ = ["HAAppendError", "append_at", "master_start_offset", "read_commit_log"]
+class SlaveReceiver:
+    """The slave's view of the master's stream: appends only whole records.
+
+    A master transfer is cut at haTransferBatchSize, so it may end inside a record. RocketMQ's
+    slave writes the partial record and its reput thread waits at it (on a slave a short read is
+    not corruption); rmqd's dispatch treats a short record as damage, so instead the slave keeps
+    the incomplete tail here and writes it once the rest arrives. The commit log then only ever
+    holds whole records (BLANK end-of-file records included: their size runs to the file end),
+    and the offset the slave reports is a record boundary - which a SYNC_MASTER waiter needs
+    anyway, since a send's end offset is one. A new connection starts a new receiver: the tail
+    of a broken one is dropped and asked for again from the reported offset.
+    """
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._tail = bytearray()
+        self._tail_offset = -1
+
+    @property
+    def expected_offset(self) -> int:
+        """Where the master's next transfer must start: the slave's max offset + held bytes."""
+        if self._tail_offset >= 0:
+            return self._tail_offset + len(self._tail)
+        return self.store.commit_log.get_max_offset()
+
+    def feed(self, offset: int, data: bytes | memoryview) -> int:
+        """Take a transfer at ``offset``; returns the commit log's max offset afterwards."""
+        if not data:
+            return self.store.commit_log.get_max_offset()
+        if self._tail_offset < 0:
+            self._tail_offset = offset
+        elif offset != self._tail_offset + len(self._tail):
+            raise HAAppendError(f"transfer at offset {offset}, expected {self._tail_offset + len(self._tail)}")
+        self._tail += data
+        size = self.store.commit_log.config.mappedFileSizeCommitLog
+        whole = _whole_records(self._tail, self._tail_offset, size)
+        end = self.store.commit_log.get_max_offset()
+        if whole:
+            end = append_at(self.store, self._tail_offset, bytes(self._tail[:whole]))
+            del self._tail[:whole]
+            self._tail_offset += whole
+        if not self._tail:
+            self._tail_offset = -1
+        return end
+
+
+def _whole_records(buf: bytearray, offset: int, file_size: int) -> int:
+    """How many leading bytes of ``buf`` (starting at commit-log ``offset``) are whole records.
+    A size that cannot be a record (< 8, or past the file end) is left to append_at/dispatch to
+    report: those bytes go through as they are."""
+    pos, n = 0, len(buf)
+    while n - pos >= 4:
+        total = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+        room = file_size - (offset + pos) % file_size
+        if total < 8 or total > room:
+            return n
+        if pos + total > n:
+            break
+        pos += total
+    return pos
+
+
+__all__ = ["HAAppendError", "SlaveReceiver", "append_at", "master_start_offset", "read_commit_log"]

@@ -9,7 +9,7 @@ import pytest
 
 from store.commitlog import MessageExtBrokerInner
 from store.config import MessageStoreConfig
-from store.ha_append import HAAppendError, append_at, master_start_offset, read_commit_log
+from store.ha_append import HAAppendError, SlaveReceiver, append_at, master_start_offset, read_commit_log
 from store.message_store import DefaultMessageStore, GetMessageStatus
 
 FILE = 4096
@@ -30,12 +30,15 @@ def _fill(s: DefaultMessageStore, n: int) -> None:
 
 
 def _replicate(master: DefaultMessageStore, slave: DefaultMessageStore, start: int, batch: int) -> int:
-    at = start
+    at, receiver = start, SlaveReceiver(slave)
     while True:
         chunk = read_commit_log(master.commit_log, at, batch)
         if chunk is None:
-            return at
-        at = append_at(slave, at, bytes(chunk))
+            assert receiver.expected_offset == at
+            return slave.commit_log.get_max_offset()
+        receiver.feed(at, bytes(chunk))
+        assert slave.commit_log.get_max_offset() <= at + len(chunk)
+        at += len(chunk)
 
 
 def _files(root) -> dict[str, bytes]:
@@ -58,6 +61,25 @@ def test_slave_gets_identical_files_and_serves_reads(tmp_path, batch: int) -> No
             b = slave.get_message("g", "T", qid, 0, 32)
             assert b.status is GetMessageStatus.FOUND and a.msg_count == b.msg_count > 0 and a.max_offset == b.max_offset == 45
             assert [bytes(x) for x in a.message_buffers] == [bytes(x) for x in b.message_buffers]
+    finally:
+        master.shutdown()
+        slave.shutdown()
+
+
+def test_receiver_holds_a_cut_record_until_it_is_whole(tmp_path) -> None:
+    master, slave = _open(tmp_path / "m"), _open(tmp_path / "s", brokerRole="SLAVE")
+    try:
+        _fill(master, 3)
+        assert master.wait_dispatched()
+        first = master.get_message("g", "T", 0, 0, 1).message_buffers[0]
+        size = len(first)
+        r = SlaveReceiver(slave)
+        assert r.feed(0, bytes(read_commit_log(master.commit_log, 0, size - 5))) == 0  # cut: nothing written
+        assert r.expected_offset == size - 5
+        with pytest.raises(HAAppendError, match="expected"):
+            r.feed(size, b"x")
+        assert r.feed(size - 5, bytes(read_commit_log(master.commit_log, size - 5, 5))) == size
+        assert r.expected_offset == size
     finally:
         master.shutdown()
         slave.shutdown()
