@@ -25,6 +25,9 @@ from typing import Any
 import trio
 
 from broker.config import BrokerSettings, ConfigError
+from broker.ha_master import HAMasterService
+from broker.ha_slave import HAClient
+from broker.slave_sync import SlaveSynchronize, get_all_delay_offset
 from broker.remoting_client import BrokerOuterAPI, RemotingClient
 from broker.server import RemotingServer
 from processors.admin import AdminBrokerProcessor
@@ -55,6 +58,7 @@ from store.schedule import ScheduleMessageService, TimerProgress
 from store.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from store.topic_config import TopicBrokerSettings, TopicConfigManager
 from wire import fastjson
+from wire.codes import RequestCode
 from wire.bodies import TopicConfig, TopicFilterType
 from wire.message import MessageConst, MessageSysFlag, encode_properties, ip_to_bytes
 
@@ -170,6 +174,7 @@ class BrokerRole:
             if inline is not None:  # hot codes answered on the read loop, no task per request
                 self.server.register_inline_many(inline())
         self.server.add_close_listener(self._on_channel_close)
+        self.server.register(RequestCode.GET_ALL_DELAY_OFFSET, functools.partial(get_all_delay_offset, self))
         self.bound: dict[str, tuple[str, int]] = {}
         self._outer: BrokerOuterAPI | None = None
         self._nursery: trio.Nursery | None = None
@@ -178,6 +183,17 @@ class BrokerRole:
         self._stop = trio.Event()
         self._done = trio.Event()
         self._store_started = False
+        # HA replication (BrokerStartup 4.9.8: haListenPort is always listenPort + 1)
+        self.ha_service: HAMasterService | None = None
+        self.ha_client: HAClient | None = None
+        self.slave_synchronize: SlaveSynchronize | None = None
+        port = settings.netty_server.listenPort
+        settings.store.haListenPort = port + 1 if port else 0
+        if settings.store.brokerRole == "SLAVE":
+            self.ha_client = HAClient(self.store, settings.store)
+            self.slave_synchronize = SlaveSynchronize(self)
+        else:
+            self.ha_service = HAMasterService(self.store, settings.store, host)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[dict[str, tuple[str, int]]] = trio.TASK_STATUS_IGNORED) -> None:
@@ -202,6 +218,13 @@ class BrokerRole:
                     if self.message_store_config.brokerRole != "SLAVE":
                         await nursery.start(self.transaction_check_service.run)
                     await nursery.start(self.server.serve)
+                    if self.ha_service is not None:
+                        self.bound["ha"] = await nursery.start(self.ha_service.run)
+                        s.store.haListenPort = self.bound["ha"][1]
+                    if self.ha_client is not None:
+                        await nursery.start(self.ha_client.run)
+                    if self.slave_synchronize is not None:
+                        nursery.start_soon(self.slave_synchronize.run)
                     nursery.start_soon(self._housekeeping_loop)
                     nursery.start_soon(self._persist_loop)
                     await self.register_broker_all()
@@ -294,6 +317,10 @@ class BrokerRole:
             cluster_name=s.broker.brokerClusterName, broker_addr=s.broker_addr, broker_name=s.broker.brokerName,
             broker_id=s.broker.brokerId, ha_server_addr=s.ha_server_addr, topic_config_wrapper=self._wrapper(),
             oneway=oneway, compressed=s.broker.compressedRegister)
+        if results and not oneway and self.ha_client is not None:
+            self.ha_client.update_master_address(results[0].haServerAddr)
+            if self.slave_synchronize is not None:
+                self.slave_synchronize.master_addr = results[0].masterAddr
         if results and results[0].kvTable is not None and not oneway:
             order = {k for k in results[0].kvTable.table}
             if order:

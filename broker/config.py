@@ -259,6 +259,11 @@ def validate(settings: BrokerSettings) -> None:
         raise ConfigError(f"listenPort={port} is out of range (the fast port listenPort-2 must be valid too)")
     if b.brokerId < 0:
         raise ConfigError(f"brokerId={b.brokerId} must be >= 0")
+    # BrokerStartup: masters are brokerId 0; a slave needs brokerId > 0 (exit -3 in 4.9.8)
+    if settings.store.brokerRole == "SLAVE" and b.brokerId <= 0:
+        raise ConfigError(f"brokerRole=SLAVE needs brokerId > 0 (Slave's brokerId must be > 0), got {b.brokerId}")
+    if settings.store.brokerRole in ("ASYNC_MASTER", "SYNC_MASTER"):
+        b.brokerId = 0
     if not b.brokerName:
         raise ConfigError("brokerName must not be empty")
     if b.defaultTopicQueueNums <= 0:

@@ -285,7 +285,8 @@ class SendMessageProcessor:
         if result is None:
             return self._fail(request, ResponseCode.SYSTEM_ERROR, "store putMessage return null")
         status = getattr(result.putMessageStatus, "name", result.putMessageStatus)
-        if status == "PUT_OK" and wait_store_msg_ok and b.message_store_config.flushDiskType == "SYNC_FLUSH":
+        if status == "PUT_OK" and wait_store_msg_ok and (b.message_store_config.flushDiskType == "SYNC_FLUSH"
+                                                        or b.message_store_config.brokerRole == "SYNC_MASTER"):
             return self._answer_when_flushed(request, result, queue_id)
         return self._answer(request, result, status, queue_id)
 
@@ -293,9 +294,15 @@ class SendMessageProcessor:
         b = self.broker
         append = result.appendMessageResult
         status = "PUT_OK"
-        if not await wait_flushed(b.store, append.wroteOffset + append.wroteBytes,
-                                  int(b.message_store_config.syncFlushTimeout)):
+        if b.message_store_config.flushDiskType == "SYNC_FLUSH" and not await wait_flushed(
+                b.store, append.wroteOffset + append.wroteBytes, int(b.message_store_config.syncFlushTimeout)):
             status = "FLUSH_DISK_TIMEOUT"
+        ha = getattr(b, "ha_service", None)  # SYNC_MASTER: CommitLog.submitReplicaRequest (its status wins)
+        if b.message_store_config.brokerRole == "SYNC_MASTER" and ha is not None:
+            replica = await ha.wait_replicated(append.wroteOffset + append.wroteBytes,
+                                               int(b.message_store_config.syncFlushTimeout))
+            if replica != "PUT_OK":
+                status = replica
         return self._answer(request, result, status, queue_id)
 
     def _answer(self, request: RemotingCommand, result: Any, status: str, queue_id: int) -> RemotingCommand:

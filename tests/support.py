@@ -28,15 +28,17 @@ def free_port() -> int:
 
 
 def free_broker_port() -> int:
-    """A port p with p and p-2 (the broker's fast/VIP port) both free right now."""
+    """A port p with p, p-2 (the broker's fast/VIP port) and p+1 (a master's HA port,
+    listenPort + 1) all free right now."""
     for _ in range(200):
         p = free_port()
-        if p < 1030:
+        if p < 1030 or p > 65000:
             continue
         try:
-            with socket.socket() as a, socket.socket() as b:
+            with socket.socket() as a, socket.socket() as b, socket.socket() as c:
                 a.bind(("127.0.0.1", p))
                 b.bind(("127.0.0.1", p - 2))
+                c.bind(("127.0.0.1", p + 1))
             return p
         except OSError:
             continue
