@@ -8,9 +8,9 @@ session).  Every wait here is bounded.
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
 import pytest
@@ -26,49 +27,74 @@ import pytest
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 DRIVERS = HERE / "drivers"
-NODE_MODULES = HERE / "node_modules"
 
 READY_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 20.0
 
 
 # --------------------------------------------------------------------------------------------
-# availability of the clients (a missing install is a SKIP with the reason, never a PASS)
+# the client registry: one module per client, compat_tests/drivers/<name>/client.py
+#
+# Shape (see README.md): NAME, LABEL, problem() -> str | None, command(case_file) -> argv,
+# has_api(feature) -> True | skip reason.  Adding a client adds a directory and touches no
+# shared file.
+
+# Matrix column order for the clients known today; any other registered client comes after.
+COLUMN_ORDER = ("cpp", "ons", "java", "java5", "go")
+
+_registry: dict[str, ModuleType] | None = None
+_problems: dict[str, str | None] = {}
 
 
-def cpp_client_problem() -> str | None:
-    """None if the C++ client (PyPI `rocketmq`) loads in this interpreter, else why not."""
-    try:
-        out = subprocess.run(
-            [sys.executable, "-c", "import rocketmq.client"],
-            capture_output=True, text=True, timeout=30, env=client_env(),
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"cannot run {sys.executable}: {e}"
-    if out.returncode != 0:
-        last = (out.stderr.strip().splitlines() or ["?"])[-1]
-        return f"C++ client (PyPI rocketmq) does not load: {last} (pip install -r compat_tests/requirements.txt)"
-    return None
+def _load_client(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"compat_client_{path.parent.name}", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for attr in ("NAME", "LABEL", "problem", "command", "has_api"):
+        if not hasattr(mod, attr):
+            raise RuntimeError(f"{path}: a client module needs {attr} (see compat_tests/README.md)")
+    return mod
 
 
-def node_client_problem() -> str | None:
-    if shutil.which("node") is None:
-        return "node is not installed"
-    if not (NODE_MODULES / "ali-ons" / "package.json").is_file():
-        return "ali-ons is not installed (cd compat_tests && npm install)"
-    return None
+def clients() -> dict[str, ModuleType]:
+    """Every registered client by NAME, in matrix column order."""
+    global _registry
+    if _registry is None:
+        found = {m.NAME: m for m in map(_load_client, sorted(DRIVERS.glob("*/client.py")))}
+        order = {n: i for i, n in enumerate(COLUMN_ORDER)}
+        _registry = {n: found[n] for n in sorted(found, key=lambda n: (order.get(n, len(order)), n))}
+    return _registry
 
 
-def client_version(client: str) -> str:
-    try:
-        if client == "cpp":
-            from importlib.metadata import version
+def client_names() -> list[str]:
+    return list(clients())
 
-            return f"rocketmq {version('rocketmq')} (librocketmq C++ 1.2.x)"
-        data = json.loads((NODE_MODULES / "ali-ons" / "package.json").read_text())
-        return f"ali-ons {data['version']}"
-    except Exception:  # pragma: no cover - only for the matrix header
-        return "?"
+
+def client_problem(client: str) -> str | None:
+    """None if the client can run here, else why not (asked once per session)."""
+    if client not in _problems:
+        mod = clients().get(client)
+        _problems[client] = f"no client module drivers/{client}/client.py" if mod is None else mod.problem()
+    return _problems[client]
+
+
+def client_label(client: str) -> str:
+    """The matrix column header (client and version)."""
+    mod = clients().get(client)
+    return mod.LABEL if mod is not None else client
+
+
+def api_gap(gaps: dict[str, str], feature: str) -> bool | str:
+    """For client modules' has_api(): the reason of the first word of `gaps` found in `feature`
+    (case-insensitive), else True."""
+    low = feature.lower()
+    return next((reason for word, reason in gaps.items() if word in low), True)
+
+
+def client_has_api(client: str, feature: str) -> bool | str:
+    """True, or the reason the client's API cannot do `feature` (a compat case name)."""
+    return clients()[client].has_api(feature)
 
 
 def client_env() -> dict[str, str]:
@@ -219,11 +245,8 @@ def tail(path: Path, lines: int = 40) -> str:
 
 
 def driver_command(client: str, case_file: Path) -> list[str]:
-    if client == "cpp":
-        return [sys.executable, str(DRIVERS / "cpp_client.py"), str(case_file)]
-    if client == "ons":
-        return ["node", str(DRIVERS / "ons_client.js"), str(case_file)]
-    raise ValueError(client)
+    """The argv that runs one case with `client` (its registry module's command())."""
+    return list(clients()[client].command(case_file))
 
 
 @dataclass

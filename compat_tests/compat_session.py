@@ -16,15 +16,9 @@ import pytest
 import compat_harness as harness
 from compat_harness import DriverProc, RmqdServer, msg_spec, run_driver
 
-_client_problems: dict[str, str | None] = {}
-
-
 def client_problem(client: str) -> str | None:
-    if client not in _client_problems:
-        _client_problems[client] = (
-            harness.cpp_client_problem() if client == "cpp" else harness.node_client_problem()
-        )
-    return _client_problems[client]
+    """Why `client` cannot run here, or None (the registry module's problem(), asked once)."""
+    return harness.client_problem(client)
 
 
 # COMPAT_NAMESRV=host:port runs the client cases against a broker that is already running (e.g. an

@@ -19,8 +19,8 @@ import compat_harness as harness
 from compat_harness import RmqdServer
 from compat_session import EXTERNAL_NAMESRV, ExternalServer, Session, client_problem, module_server
 
-CLIENTS = ["cpp", "ons"]
-CLIENT_TITLES = {"cpp": "C++ (PyPI rocketmq)", "ons": "Node ali-ons"}
+# Every client registered as drivers/<name>/client.py, in matrix column order.
+CLIENTS = harness.client_names()
 MATRIX_FILE = harness.HERE / "last-matrix.md"
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -46,6 +46,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     marker = item.get_closest_marker("unsupported")
     if marker and client in marker.kwargs:
         pytest.skip(marker.kwargs[client])
+    case = item.get_closest_marker("compat_case")
+    if case is not None:
+        api = harness.client_has_api(client, case.args[0])
+        if api is not True:
+            pytest.skip(str(api))
     problem = client_problem(client)
     if problem:
         harness.missing(problem)
@@ -134,12 +139,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
 
 def _matrix_text() -> str:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    versions = ", ".join(f"{CLIENT_TITLES[c]}: {harness.client_version(c)}" for c in CLIENTS)
     lines = [
         f"Compatibility matrix (compat_tests against {EXTERNAL_NAMESRV or 'rmqd serve'}, {now}, "
-        f"{platform.system()} {platform.machine()}; {versions})",
+        f"{platform.system()} {platform.machine()})",
         "",
-        "| case | " + " | ".join(CLIENT_TITLES[c] for c in CLIENTS) + " |",
+        "| case | " + " | ".join(harness.client_label(c) for c in CLIENTS) + " |",
         "| --- | " + " | ".join("---" for _ in CLIENTS) + " |",
     ]
     notes: list[str] = []
@@ -148,7 +152,7 @@ def _matrix_text() -> str:
         for c in CLIENTS:
             status, why = _results.get((c, case), ("not run", ""))
             if why and status != "PASS":
-                notes.append(f"- {case} / {CLIENT_TITLES[c]}: {status}: {why}")
+                notes.append(f"- {case} / {harness.client_label(c)}: {status}: {why}")
                 cells.append(f"{status} [{len(notes)}]")
             else:
                 cells.append(status)
