@@ -105,13 +105,21 @@ class HAMasterService:
         log.info("HA slave %s connected", remote)
         try:
             async with stream, trio.open_nursery() as nursery:
-                nursery.start_soon(self._read_loop, stream, conn, nursery.cancel_scope)
-                nursery.start_soon(self._write_loop, stream, conn, nursery.cancel_scope)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, HAProtocolError) as exc:
-            log.info("HA slave %s: %s", remote, exc)
+                nursery.start_soon(self._guarded, self._read_loop, stream, conn, nursery.cancel_scope)
+                nursery.start_soon(self._guarded, self._write_loop, stream, conn, nursery.cancel_scope)
         finally:
             self.connections.discard(conn)
             log.info("HA slave %s disconnected (acked %d)", remote, conn.slave_ack_offset)
+
+    @staticmethod
+    async def _guarded(loop: Any, stream: trio.SocketStream, conn: HAConnection, scope: trio.CancelScope) -> None:
+        """Either loop ending (a broken socket, bad bytes) ends the connection, never the broker."""
+        try:
+            await loop(stream, conn, scope)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, HAProtocolError) as exc:
+            log.info("HA slave %s: %s", conn.remote, exc)
+        finally:
+            scope.cancel()
 
     async def _read_loop(self, stream: trio.SocketStream, conn: HAConnection, scope: trio.CancelScope) -> None:
         reader = ReportReader()

@@ -66,9 +66,11 @@ class HAClient:
                 continue
             try:
                 await self._session(addr)
-            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, HAProtocolError,
-                    HAAppendError) as exc:
-                log.warning("HA connection to master %s: %s", addr, exc)
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, HAProtocolError,
+                    HAAppendError, ValueError) as exc:
+                log.warning("HA connection to master %s: %s", addr, exc or type(exc).__name__)
+            except Exception:  # noqa: BLE001 - replication trouble must never stop the slave's broker
+                log.exception("HA connection to master %s failed", addr)
             self.connected = trio.Event()
             if self.master_address == addr:
                 with trio.move_on_after(self.retry_interval_s):

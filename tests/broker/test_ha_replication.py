@@ -18,6 +18,7 @@ from broker.remoting_client import RemotingClient
 from broker_harness import BROKER_NAME, Harness, decode_pull_body, make_settings
 from support import free_broker_port
 from wire.codes import RequestCode, ResponseCode
+from wire.ha import encode_report
 
 FILE = 64 * 1024  # small commit-log files: a few hundred messages span several
 
@@ -246,5 +247,56 @@ def test_slave_synchronize_copies_metadata(tmp_path: Path) -> None:
             assert slave.slave_synchronize.rounds == 1
             await slave.stop()
             await master.stop()
+
+    trio.run(main)
+
+
+def test_sync_master_times_out_when_the_slave_does_not_ack(tmp_path: Path) -> None:
+    """A connected slave that stops acking: the send waits syncFlushTimeout, then
+    FLUSH_SLAVE_TIMEOUT (the message is stored on the master, the client is told it is not
+    replicated)."""
+    async def main() -> None:
+        async with cluster() as c:
+            master = await c.start(settings_for(tmp_path / "m", c.ns_addr, "SYNC_MASTER", syncFlushTimeout=700))
+            hm = c.harness(master)
+            stream = await trio.open_tcp_stream("127.0.0.1", master.bound["ha"][1])
+            async with stream:
+                await stream.send_all(encode_report(master.store.get_max_phy_offset()))  # then silence
+                with trio.fail_after(5):
+                    while master.ha_service.push2slave_max_offset != master.store.get_max_phy_offset() \
+                            or not master.ha_service.connections:
+                        await trio.sleep(0.02)
+                t0 = trio.current_time()
+                r = await hm.send_v2("SY", b"never acked")
+                assert r.code == ResponseCode.FLUSH_SLAVE_TIMEOUT and r.remark is None
+                assert 0.65 <= trio.current_time() - t0 < 3
+                assert r.ext_fields["queueOffset"] == "0"  # stored on the master all the same
+                # the fake slave acks now: the next send succeeds once its bytes are acked
+                got = await stream.receive_some(1 << 16)
+                assert len(got) >= 12  # the master streams the unacked record to it
+                await stream.send_all(encode_report(master.store.get_max_phy_offset() + 10_000))
+                r = await hm.send_v2("SY", b"acked")
+                assert r.code == ResponseCode.SUCCESS
+            await master.stop()
+
+    trio.run(main)
+
+
+def test_pull_suggests_the_slave_only_with_slave_read_enable(tmp_path: Path) -> None:
+    """suggestWhichBrokerId: whichBrokerWhenConsumeSlowly (1) when the pulled data is no longer
+    in memory and slaveReadEnable=true; MASTER_ID (0) without slaveReadEnable."""
+    async def main() -> None:
+        async with cluster() as c:
+            for enable, expected in (("true", "1"), ("false", "0")):
+                master = await c.start(settings_for(tmp_path / enable, c.ns_addr, "ASYNC_MASTER",
+                                                    slaveReadEnable=enable, accessMessageInMemoryMaxRatio=0))
+                hm = c.harness(master)
+                await send_many(hm, 10, topic="SUG")
+                hm.wait_dispatched()
+                assert (await hm.heartbeat("cid", "g", "SUG")).code == ResponseCode.SUCCESS
+                r = await hm.pull("SUG", "g", 0, 0, suspend_ms=0, max_msgs=1)
+                assert r.code == ResponseCode.SUCCESS
+                assert r.ext_fields["suggestWhichBrokerId"] == expected
+                await master.stop()
 
     trio.run(main)
