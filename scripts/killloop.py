@@ -45,7 +45,9 @@ from wire.message import decode_messages, encode_batch, encode_properties  # noq
 TOPIC = "KillLoopT"
 GROUP = "KillLoopCheckG"
 QUEUES = 4
-CONF = f"flushDiskType=SYNC_FLUSH\nmappedFileSizeCommitLog={1 << 20}\ndefaultTopicQueueNums={QUEUES}\n"
+# consumer offsets saved every 100 ms (RocketMQ: 5 s) so kills land in the middle of those saves too
+CONF = (f"flushDiskType=SYNC_FLUSH\nmappedFileSizeCommitLog={1 << 20}\ndefaultTopicQueueNums={QUEUES}\n"
+        "flushConsumerOffsetInterval=100\n")
 
 
 @dataclass
@@ -143,7 +145,8 @@ async def producer(addr: str, pid: int, cycle: int, rng: random.Random, res: Res
 
 
 async def config_churn(addr: str, cycle: int, res: Result, per_cycle: int = 20) -> None:
-    """Topic and subscription-group creations while the kill comes (RocketMQ persists the
+    """Topic and subscription-group creations and consumer-offset commits (saved every
+    100 ms here) while the kill comes (RocketMQ persists the
     table on each): every acknowledged one must exist after all the restarts, and a SIGKILL
     in the middle of a config save must not leave a store that refuses to start."""
     try:
@@ -159,6 +162,8 @@ async def config_churn(addr: str, cycle: int, res: Result, per_cycle: int = 20) 
                                    json.dumps({"groupName": group, "retryMaxTimes": 3}).encode())
                 if r.code == ResponseCode.SUCCESS:
                     res.groups_acked.add(group)
+                    r = await c.invoke(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                        "consumerGroup": group, "topic": TOPIC, "queueId": str(n % QUEUES), "commitOffset": str(n)})
                 await trio.sleep(0.03)
     except (OSError, ConnectionError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError):
         pass  # the server was killed
