@@ -920,14 +920,24 @@ class IndexView:
 
 def read_index(ref: IndexFileRef, hash_slot_num: int | None = None, index_num: int | None = None) -> IndexView:
     s, n = index_geometry(ref.size, hash_slot_num, index_num)
-    raw = np.fromfile(ref.path, dtype=np.uint8)
-    header = raw[:L.INDEX_HEADER_SIZE].view(L.INDEX_HEADER_DTYPE)[0]
-    slots = raw[L.INDEX_HEADER_SIZE:L.INDEX_HEADER_SIZE + s * L.HASH_SLOT_SIZE].view(L.SLOT_DTYPE)["lastIndex"].astype(np.int64)
+    # header, slot table and the used entries only: a default index file is 420 MB, mostly the
+    # entries not written yet (a full read cost verify more than all its checks of the file)
     e0 = L.INDEX_HEADER_SIZE + s * L.HASH_SLOT_SIZE
-    have = max(0, min(n, (raw.size - e0) // L.INDEX_ENTRY_SIZE))
-    entries = raw[e0:e0 + have * L.INDEX_ENTRY_SIZE].view(L.INDEX_ENTRY_DTYPE)
-    count = int(header["indexCount"])
-    count = max(1, min(count, have))
+    with open(ref.path, "rb") as fh:
+        head = np.frombuffer(fh.read(min(e0, ref.size)), dtype=np.uint8)
+        header = np.zeros(1, L.INDEX_HEADER_DTYPE)[0] if head.size < L.INDEX_HEADER_SIZE else \
+            head[:L.INDEX_HEADER_SIZE].view(L.INDEX_HEADER_DTYPE)[0]
+        slot_bytes = head[L.INDEX_HEADER_SIZE:]
+        slot_bytes = slot_bytes[:slot_bytes.size - slot_bytes.size % L.HASH_SLOT_SIZE]
+        slots = np.zeros(s, np.int64)
+        got = slot_bytes.view(L.SLOT_DTYPE)["lastIndex"].astype(np.int64)
+        slots[:got.size] = got
+        have = max(0, min(n, (ref.size - e0) // L.INDEX_ENTRY_SIZE))
+        count = max(1, min(int(header["indexCount"]), have))
+        fh.seek(e0)
+        data = fh.read(count * L.INDEX_ENTRY_SIZE) if have else b""
+    entries = np.frombuffer(data, dtype=np.uint8)[:len(data) - len(data) % L.INDEX_ENTRY_SIZE].view(L.INDEX_ENTRY_DTYPE)
+    count = max(1, min(count, entries.size))
     return IndexView(header, slots, entries, s, n, count)
 
 
