@@ -24,6 +24,7 @@ from typing import Any
 
 import trio
 
+from broker.acl_config import AclService
 from broker.config import BrokerSettings, ConfigError
 from broker.ha_master import HAMasterService
 from broker.ha_slave import HAClient
@@ -174,6 +175,11 @@ class BrokerRole:
             if inline is not None:  # hot codes answered on the read loop, no task per request
                 self.server.register_inline_many(inline())
         self.server.add_close_listener(self._on_channel_close)
+        # ACL (4.9.8 BrokerController.initialAcl): checked before every request's handler
+        self.acl: AclService | None = None
+        if b.aclEnable:
+            self.acl = AclService(b.rocketmqHome)
+            self.server.add_request_hook(self.acl.hook)
         self.server.register(RequestCode.GET_ALL_DELAY_OFFSET, functools.partial(get_all_delay_offset, self))
         self.bound: dict[str, tuple[str, int]] = {}
         self._outer: BrokerOuterAPI | None = None
@@ -226,6 +232,8 @@ class BrokerRole:
                     if self.slave_synchronize is not None:
                         nursery.start_soon(self.slave_synchronize.run)
                     nursery.start_soon(self._housekeeping_loop)
+                    if self.acl is not None:
+                        nursery.start_soon(self.acl.watch)
                     nursery.start_soon(self._persist_loop)
                     await self.register_broker_all()
                     nursery.start_soon(self._register_loop)

@@ -40,6 +40,9 @@ Handler = Callable[["RequestContext", RemotingCommand], Awaitable[RemotingComman
 InlineHandler = Callable[["RequestContext", RemotingCommand],
                          "RemotingCommand | None | Awaitable[RemotingCommand | None]"]
 CloseListener = Callable[["Channel"], Any]
+#: Runs before every request's handler (RocketMQ's server RPCHook.doBeforeRequest, e.g. the ACL
+#: check): None lets the request through, a command is the refusal answered instead.
+RequestHook = Callable[["RequestContext", RemotingCommand], "RemotingCommand | None"]
 
 # Above 128 KiB every recv() buffer is an mmap/munmap pair in glibc (~12 us a call).
 RECEIVE_CHUNK = 64 * 1024
@@ -359,6 +362,7 @@ class Dispatcher:
         self._inline: dict[int, InlineHandler] = {}
         self._default: Handler | None = None
         self._close_listeners: list[CloseListener] = []
+        self._request_hooks: list[RequestHook] = []
         self.channels: set[Channel] = set()
         self._in_flight = 0
         self._idle_event = trio.Event()
@@ -389,6 +393,21 @@ class Dispatcher:
     def handler_for(self, code: int) -> Handler | InlineHandler | None:
         return self._inline.get(code) or self._handlers.get(code, self._default)
 
+    def add_request_hook(self, hook: RequestHook) -> None:
+        """hook(ctx, request) runs before the handler of every request (inline ones too)."""
+        self._request_hooks.append(hook)
+
+    def _refused(self, ctx: "RequestContext", request: RemotingCommand) -> RemotingCommand | None:
+        for hook in self._request_hooks:
+            try:
+                refusal = hook(ctx, request)
+            except Exception as exc:  # noqa: BLE001 - a failing hook refuses, never passes the request
+                log.error("request hook failed (code %s from %s)", request.code, ctx.remote_addr, exc_info=exc)
+                return make_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(exc))
+            if refusal is not None:
+                return refusal
+        return None
+
     def add_close_listener(self, listener: CloseListener) -> None:
         """listener(channel), sync or async, runs once when any connection closes."""
         self._close_listeners.append(listener)
@@ -402,6 +421,10 @@ class Dispatcher:
             if isinstance(result, _Later):
                 return await self._finish_later(channel, request, result.awaitable)
             return result
+        if self._request_hooks:
+            refusal = self._refused(RequestContext(channel, self), request)
+            if refusal is not None:
+                return self._finish(request, refusal)
         handler = self._handlers.get(request.code, self._default)
         if handler is None:
             # the peer's mistake, not ours: a warning (4.9.8 logs it as an error)
@@ -419,6 +442,10 @@ class Dispatcher:
     def _call_inline(self, ctx: RequestContext, request: RemotingCommand,
                      handler: InlineHandler) -> "RemotingCommand | None | _Later":
         """Run an inline handler: the finished response, or _Later(awaitable) to await in a task."""
+        if self._request_hooks:
+            refusal = self._refused(ctx, request)
+            if refusal is not None:
+                return self._finish(request, refusal)
         try:
             result = handler(ctx, request)
         except Exception as exc:  # noqa: BLE001 - a failing handler must not take the connection down

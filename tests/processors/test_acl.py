@@ -1,0 +1,379 @@
+"""processors.acl + broker.acl_config: 4.9.8's plain ACL rules, unit and through a live broker.
+
+The expected remarks are 4.9.8's: the AclException message from PlainPermissionManager /
+PlainAccessValidator and the Java frame RemotingHelper.exceptionSimpleDesc adds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+import trio
+from hypothesis import given, strategies as st
+
+from broker.acl_config import AclService
+from broker.config import ConfigError
+from broker_harness import BROKER_NAME, broker_running, decode_pull_body
+from processors.acl import (
+    ADMIN_CODES, DENY, PUB, SUB, AclError, AclState, address_matcher, build_account, check_permission,
+    expand_ipv6, parse_perm, parse_request, validate,
+)
+from wire.acl import sign_fields
+from wire.codes import RequestCode, ResponseCode
+from wire.frame import RemotingCommand, make_request
+from wire.message import encode_properties
+
+AK, SK = "RocketMQ", "12345678"
+ADMIN_AK, ADMIN_SK = "rocketmq2", "12345678"
+EXC = "org.apache.rocketmq.acl.common.AclException"
+MGR = "org.apache.rocketmq.acl.plain.PlainPermissionManager"
+
+PLAIN_ACL = """\
+globalWhiteRemoteAddresses:
+- 10.10.103.*
+- 192.168.0.*
+
+accounts:
+- accessKey: RocketMQ
+  secretKey: 12345678
+  whiteRemoteAddress:
+  admin: false
+  defaultTopicPerm: DENY
+  defaultGroupPerm: SUB
+  topicPerms:
+  - topicA=DENY
+  - topicB=PUB|SUB
+  - topicC=SUB
+  groupPerms:
+  - groupA=DENY
+  - groupB=PUB|SUB
+  - groupC=SUB
+
+- accessKey: rocketmq2
+  secretKey: 12345678
+  whiteRemoteAddress: 192.168.1.*
+  admin: true
+"""
+
+
+def _state(text: str = PLAIN_ACL, tmp: Path | None = None) -> AclState:
+    import yaml
+    data = yaml.safe_load(text)
+    state = AclState()
+    state.global_white = [address_matcher(str(a)) for a in data.get("globalWhiteRemoteAddresses") or []]
+    for item in data["accounts"]:
+        acc = build_account(item)
+        state.accounts[acc.access_key] = acc
+    return state
+
+
+def _send_ext(topic: str, group: str = "groupB", queue_id: int = 0) -> dict[str, str]:
+    return {"a": group, "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
+            "g": str(int(time.time() * 1000)), "h": "0", "i": encode_properties({"WAIT": "true"}),
+            "j": "0", "k": "false", "m": "false", "n": BROKER_NAME}
+
+
+def _signed(code: int, ext: dict[str, str] | None, body: bytes | None, ak: str = AK, sk: str = SK) -> RemotingCommand:
+    return make_request(code, sign_fields(ext or {}, body, ak, sk), body)
+
+
+def _verdict(cmd: RemotingCommand, addr: str = "127.0.0.1:5555", state: AclState | None = None) -> str | None:
+    try:
+        validate(parse_request(cmd, addr), state or _state())
+    except AclError as exc:
+        return exc.remark
+    return None
+
+
+# -- permissions and address patterns --------------------------------------------------------
+
+def test_perm_strings_and_checks() -> None:
+    assert [parse_perm(s) for s in ("PUB", "SUB", " PUB|SUB ", "SUB|PUB", "DENY", "pub", None)] == \
+        [PUB, SUB, PUB | SUB, PUB | SUB, DENY, DENY, DENY]
+    assert check_permission(PUB, PUB | SUB) and check_permission(SUB, SUB)
+    assert not check_permission(PUB, SUB) and not check_permission(PUB, DENY | PUB)
+    assert check_permission(2, PUB) and not check_permission(2, DENY)
+    assert ADMIN_CODES == {17, 25, 215, 200, 207}
+
+
+@pytest.mark.parametrize("pattern,yes,no", [
+    ("*", ["1.2.3.4", "::1"], []),
+    ("192.168.0.{1,2}", ["192.168.0.1", "192.168.0.2"], ["192.168.0.3", "192.168.1.1"]),
+    ("192.168.1-200.*", ["192.168.1.9", "192.168.200.0"], ["192.168.201.1", "192.167.5.5"]),
+    ("10.10.103.*", ["10.10.103.7"], ["10.10.104.7"]),
+    ("10.10.103.5-9", ["10.10.103.5", "10.10.103.9"], ["10.10.103.4", "10.10.103.10"]),
+    ("127.0.0.1", ["127.0.0.1"], ["127.0.0.2"]),
+    ("127.0.0.1,127.0.0.3", ["127.0.0.3"], ["127.0.0.2"]),
+    ("1:2::3:*", ["1:2::3:5", "1:2:0:0:0:0:3:ffff"], ["1:2::4:5"]),
+    ("::1", ["0:0:0:0:0:0:0:1"], ["::2"]),
+    ("", [], ["127.0.0.1"]),
+])
+def test_address_patterns(pattern: str, yes: list[str], no: list[str]) -> None:
+    match = address_matcher(pattern)
+    assert all(match(a) for a in yes)
+    assert not any(match(a) for a in no)
+
+
+@pytest.mark.parametrize("pattern,message", [
+    ("1.2.3", "Netaddress examine Exception netaddress is 1.2.3"),
+    ("1.2.3.300", "Netaddress examine Exception netaddress is 1.2.3.300"),
+    ("1.2.3.{1,x}", "Netaddress examine Exception netaddress is 1.2.3.x"),
+    ("1.2.3.5-2", "RangeRemoteAddressStrategy netaddress examine scope Exception start is 5 , end is 2"),
+    ("1.2.3.-2", "RangeRemoteAddressStrategy netaddress examine scope Exception value -2 "),
+])
+def test_bad_patterns_refused_with_4_9_8_words(pattern: str, message: str) -> None:
+    with pytest.raises(AclError) as err:
+        address_matcher(pattern)
+    assert err.value.message == message
+
+
+def test_expand_ipv6() -> None:
+    assert expand_ipv6("::1", 8) == "0000:0000:0000:0000:0000:0000:0000:0001"
+    assert expand_ipv6("fe80::a:1", 8) == "FE80:0000:0000:0000:0000:0000:000A:0001"
+
+
+def test_account_checks() -> None:
+    with pytest.raises(AclError) as err:
+        build_account({"accessKey": "short", "secretKey": "12345678"})
+    assert err.value.message == ("The accessKey=short and secretKey=12345678 cannot be null "
+                                 "and length should longer than 6")
+    with pytest.raises(AclError) as err:
+        build_account({"accessKey": "RocketMQ", "secretKey": "12345678", "topicPerms": ["a=b=c"]})
+    assert err.value.message == "Parse resource permission failed for topic:a=b=c"
+
+
+# -- what each code needs ----------------------------------------------------------------------
+
+def test_parse_resources_per_code() -> None:
+    p = parse_request(make_request(RequestCode.SEND_MESSAGE_V2, _send_ext("T", "G"), b"x"), "1.2.3.4:9")
+    assert p.remote_ip == "1.2.3.4" and p.resources == {"T": PUB}
+    p = parse_request(make_request(RequestCode.SEND_MESSAGE_V2, _send_ext("%RETRY%G", "G"), b"x"), "1.2.3.4:9")
+    assert p.resources == {"%RETRY%G": SUB}
+    p = parse_request(make_request(RequestCode.SEND_MESSAGE, {"topic": "T", "producerGroup": "G"}, b"x"), "h:1")
+    assert p.resources == {"T": PUB}
+    p = parse_request(make_request(RequestCode.PULL_MESSAGE, {"topic": "T", "consumerGroup": "G"}), "[::1]:9")
+    assert p.remote_ip == "::1" and p.resources == {"T": SUB, "%RETRY%G": SUB}
+    p = parse_request(make_request(RequestCode.CONSUMER_SEND_MSG_BACK, {"group": "G", "offset": "1"}), "h:1")
+    assert p.resources == {"%RETRY%G": SUB}
+    p = parse_request(make_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+        "consumerGroup": "G", "topic": "T", "queueId": "1", "commitOffset": "5"}), "h:1")
+    assert p.resources == {"%RETRY%G": SUB, "T": SUB}
+    body = json.dumps({"clientID": "c", "producerDataSet": [{"groupName": "P"}], "consumerDataSet": [
+        {"groupName": "G", "subscriptionDataSet": [{"topic": "T1"}, {"topic": "T2"}]}]}).encode()
+    p = parse_request(make_request(RequestCode.HEART_BEAT, {}, body), "h:1")
+    assert p.resources == {"%RETRY%G": SUB, "T1": SUB, "T2": SUB}
+    p = parse_request(make_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}), "h:1")
+    assert p.resources is None
+    with pytest.raises(AclError) as err:
+        parse_request(make_request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {}), "h:1")
+    assert err.value.remark == (f"{EXC}: the custom field <consumerGroup> is null, "
+                                "org.apache.rocketmq.acl.plain.PlainAccessValidator.parse(PlainAccessValidator.java:134)")
+
+
+def test_unique_key_flag_left_out_of_the_signed_content() -> None:
+    ext = {"topic": "T", "key": "k", "maxNum": "32", "beginTimestamp": "0", "endTimestamp": "1"}
+    cmd = make_request(RequestCode.QUERY_MESSAGE, sign_fields(ext, None, AK, SK))
+    cmd.ext_fields["_UNIQUE_KEY_QUERY"] = "true"  # 4.9.8 does not count it
+    assert parse_request(cmd, "h:1").content == parse_request(
+        make_request(RequestCode.QUERY_MESSAGE, sign_fields(ext, None, AK, SK)), "h:1").content
+
+
+# -- verdicts ----------------------------------------------------------------------------------
+
+def test_verdicts_and_remarks() -> None:
+    assert _verdict(_signed(RequestCode.SEND_MESSAGE_V2, _send_ext("topicB"), b"x")) is None
+    assert _verdict(_signed(RequestCode.SEND_MESSAGE_V2, _send_ext("topicA"), b"x")) == \
+        f"{EXC}: No default permission for topic:topicA, {MGR}.checkPerm(PlainPermissionManager.java:611)"
+    assert _verdict(_signed(RequestCode.SEND_MESSAGE_V2, _send_ext("topicC"), b"x")) == \
+        f"{EXC}: No default permission for topic:topicC, {MGR}.checkPerm(PlainPermissionManager.java:611)"
+    assert _verdict(_signed(RequestCode.SEND_MESSAGE_V2, _send_ext("other"), b"x")) == \
+        f"{EXC}: No default permission for topic:other, {MGR}.checkPerm(PlainPermissionManager.java:606)"
+    # pull: topicC SUB, groupA DENY
+    pull = {"topic": "topicC", "consumerGroup": "groupA", "queueId": "0"}
+    assert _verdict(_signed(RequestCode.PULL_MESSAGE, pull, None)) == \
+        f"{EXC}: No default permission for group:groupA, {MGR}.checkPerm(PlainPermissionManager.java:611)"
+    assert _verdict(_signed(RequestCode.PULL_MESSAGE, dict(pull, consumerGroup="anyGroup"), None)) is None
+    unsigned = make_request(RequestCode.SEND_MESSAGE_V2, _send_ext("topicB"), b"x")
+    assert _verdict(unsigned) == f"{EXC}: No accessKey is configured, {MGR}.validate(PlainPermissionManager.java:664)"
+    assert _verdict(_signed(RequestCode.SEND_MESSAGE_V2, _send_ext("topicB"), b"x", ak="nobody1")) == \
+        f"{EXC}: No acl config for nobody1, {MGR}.validate(PlainPermissionManager.java:668)"
+    assert _verdict(_signed(RequestCode.SEND_MESSAGE_V2, _send_ext("topicB"), b"x", sk="wrong-secret")) == \
+        f"{EXC}: Check signature failed for accessKey=RocketMQ, {MGR}.validate(PlainPermissionManager.java:684)"
+    replay = _signed(RequestCode.SEND_MESSAGE_V2, _send_ext("topicB"), b"x")
+    replay.ext_fields["e"] = "3"
+    assert "Check signature failed" in (_verdict(replay) or "")
+    replay = _signed(RequestCode.SEND_MESSAGE_V2, _send_ext("topicB"), b"x")
+    replay.body = b"y"
+    assert "Check signature failed" in (_verdict(replay) or "")
+    admin = _signed(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "topicB"}, None)
+    assert _verdict(admin) == (f"{EXC}: Need admin permission for request code=17, but accessKey=RocketMQ is not, "
+                               f"{MGR}.checkPerm(PlainPermissionManager.java:581)")
+    assert _verdict(_signed(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "x"}, None, ADMIN_AK, ADMIN_SK)) is None
+    # the trace topic is always publishable by a signed account
+    assert _verdict(_signed(RequestCode.SEND_MESSAGE_V2, _send_ext("RMQ_SYS_TRACE_TOPIC"), b"x")) is None
+
+
+def test_white_lists_skip_the_signature() -> None:
+    unsigned = make_request(RequestCode.SEND_MESSAGE_V2, _send_ext("topicA"), b"x")
+    assert _verdict(unsigned, "10.10.103.9:1000") is None          # global white list
+    assert _verdict(unsigned, "10.10.104.9:1000") is not None
+    bad_sig = _signed(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "x"}, None, ADMIN_AK, "not-the-secret")
+    assert _verdict(bad_sig, "192.168.1.77:1") is None             # the account's white list
+    assert "Check signature failed" in (_verdict(bad_sig, "192.168.2.77:1") or "")
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=6), st.text(max_size=10), max_size=6),
+       st.binary(max_size=64), st.text(min_size=1, max_size=6))
+def test_signed_requests_pass_and_any_change_fails(ext: dict[str, str], body: bytes, key: str) -> None:
+    ext.pop("Signature", None)
+    ext.pop("AccessKey", None)
+    ext.pop("_UNIQUE_KEY_QUERY", None)
+    cmd = _signed(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext, body or None)
+    assert _verdict(cmd, "1.1.1.1:1") is None
+    changed = make_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, dict(cmd.ext_fields), body or None)
+    changed.ext_fields[key] = changed.ext_fields.get(key, "") + "!"
+    if key == "Signature":
+        assert _verdict(changed, "1.1.1.1:1") is not None
+    elif key not in ("_UNIQUE_KEY_QUERY",):
+        assert "Check signature failed" in (_verdict(changed, "1.1.1.1:1") or "") or \
+            "No acl config" in (_verdict(changed, "1.1.1.1:1") or "")
+
+
+# -- config files ------------------------------------------------------------------------------
+
+def test_service_files_and_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="rocketmqHome"):
+        AclService(None)
+    (tmp_path / "conf").mkdir()
+    svc = AclService(tmp_path)              # the default file is created empty
+    assert (tmp_path / "conf" / "plain_acl.yml").read_text() == ""
+    assert svc.state.accounts == {}
+    (tmp_path / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
+    (tmp_path / "conf" / "acl").mkdir()
+    (tmp_path / "conf" / "acl" / "more.yml").write_text(
+        "accounts:\n- accessKey: another1\n  secretKey: 87654321\n  admin: true\n"
+        "- accessKey: RocketMQ\n  secretKey: differentsecret\n")
+    assert svc.reload_if_changed() and not svc.reload_if_changed()
+    assert set(svc.state.accounts) == {"RocketMQ", "rocketmq2", "another1"}
+    assert svc.state.accounts["RocketMQ"].secret_key == "differentsecret"   # conf/acl/ is read first
+    (tmp_path / "conf" / "plain_acl.yml").write_text("accounts: [\n")
+    assert not svc.reload_if_changed()                     # a broken edit keeps the rules in force
+    assert "rocketmq2" in svc.state.accounts
+    with pytest.raises(ConfigError, match="plain_acl.yml: not valid YAML"):
+        AclService(tmp_path)
+    (tmp_path / "conf" / "plain_acl.yml").write_text("accounts:\n- accessKey: ab\n  secretKey: cd\n")
+    with pytest.raises(ConfigError, match="cannot be null and length should longer than 6"):
+        AclService(tmp_path)
+
+
+# -- through a live broker ---------------------------------------------------------------------
+
+def _home(tmp_path: Path, text: str = PLAIN_ACL) -> Path:
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(text)
+    return home
+
+
+def _run(tmp_path: Path, fn, text: str = PLAIN_ACL, timeout: float = 40.0) -> None:  # type: ignore[no-untyped-def]
+    home = _home(tmp_path, text)
+
+    async def main() -> None:
+        with trio.fail_after(timeout):
+            async with broker_running(tmp_path / "store", with_namesrv=False, aclEnable="true",
+                                      rocketmqHome=str(home), autoCreateTopicEnable="false") as h:
+                await fn(h, home)
+    trio.run(main)
+
+
+async def _invoke(h, cmd: RemotingCommand) -> RemotingCommand:  # type: ignore[no-untyped-def]
+    return await h.client.invoke(h.broker_addr, cmd, 5.0)
+
+
+def test_live_send_pull_and_refusals(tmp_path: Path) -> None:
+    async def scenario(h, home: Path) -> None:  # type: ignore[no-untyped-def]
+        ok = await _invoke(h, _signed(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": "topicB", "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4",
+            "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"},
+            None, ADMIN_AK, ADMIN_SK))
+        # the admin account's white list is 192.168.1.*: from loopback it must sign, and does
+        assert ok.code == ResponseCode.SUCCESS, ok.remark
+        refused = await _invoke(h, _signed(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": "topicZ", "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4",
+            "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}, None))
+        assert refused.code == ResponseCode.SYSTEM_ERROR
+        assert refused.remark.startswith(f"{EXC}: Need admin permission for request code=17")
+        assert h.role.topic_config_manager.select_topic_config("topicZ") is None
+
+        sent = await _invoke(h, _signed(RequestCode.SEND_MESSAGE_V2, _send_ext("topicB"), b"hello"))
+        assert sent.code == ResponseCode.SUCCESS, sent.remark
+        h.wait_dispatched()
+        max_before = h.role.store.get_max_offset_in_queue("topicB", 0)
+        for cmd in (make_request(RequestCode.SEND_MESSAGE_V2, _send_ext("topicB"), b"unsigned"),
+                    _signed(RequestCode.SEND_MESSAGE_V2, _send_ext("topicB"), b"bad", sk="wrongsecret")):
+            r = await _invoke(h, cmd)
+            assert r.code == ResponseCode.SYSTEM_ERROR and r.remark.startswith(EXC)
+        replay = _signed(RequestCode.SEND_MESSAGE_V2, _send_ext("topicB"), b"hello")
+        replay.body = b"changed"
+        r = await _invoke(h, replay)
+        assert r.code == ResponseCode.SYSTEM_ERROR
+        assert r.remark == (f"{EXC}: Check signature failed for accessKey=RocketMQ, "
+                            f"{MGR}.validate(PlainPermissionManager.java:684)")
+        await trio.sleep(0.2)
+        h.wait_dispatched()
+        assert h.role.store.get_max_offset_in_queue("topicB", 0) == max_before == 1
+
+        pull = {"consumerGroup": "groupB", "topic": "topicB", "queueId": "0", "queueOffset": "0",
+                "maxMsgNums": "32", "sysFlag": "2", "commitOffset": "0", "suspendTimeoutMillis": "0",
+                "subscription": "*", "subVersion": "0", "expressionType": "TAG"}
+        hb = json.dumps({"clientID": "c1", "producerDataSet": [], "consumerDataSet": [{
+            "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET", "consumeType": "CONSUME_PASSIVELY",
+            "groupName": "groupB", "messageModel": "CLUSTERING", "unitMode": False, "subscriptionDataSet": [{
+                "classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": "*",
+                "subVersion": 0, "tagsSet": [], "topic": "topicB"}]}]}).encode()
+        beat = await _invoke(h, _signed(RequestCode.HEART_BEAT, {}, hb))
+        assert beat.code == ResponseCode.SUCCESS, beat.remark
+        got = await _invoke(h, _signed(RequestCode.PULL_MESSAGE, pull, None))
+        assert got.code == ResponseCode.SUCCESS, got.remark
+        assert [m.body for m in decode_pull_body(got)] == [b"hello"]
+        denied = await _invoke(h, _signed(RequestCode.PULL_MESSAGE, dict(pull, consumerGroup="groupA"), None))
+        assert denied.code == ResponseCode.SYSTEM_ERROR
+        assert denied.remark == (f"{EXC}: No default permission for group:groupA, "
+                                 f"{MGR}.checkPerm(PlainPermissionManager.java:611)")
+    _run(tmp_path, scenario)
+
+
+def test_live_reload_on_file_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RMQD_ACL_WATCH_INTERVAL_MS", "100")
+
+    async def scenario(h, home: Path) -> None:  # type: ignore[no-untyped-def]
+        route = {"topic": "TBW102"}
+        r = await _invoke(h, make_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, route))
+        assert r.code == ResponseCode.SYSTEM_ERROR and "No accessKey is configured" in r.remark
+        (home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL.replace("- 192.168.0.*", "- 127.0.0.1"))
+        deadline = trio.current_time() + 5
+        while trio.current_time() < deadline:
+            r = await _invoke(h, make_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, route))
+            if r.code != ResponseCode.SYSTEM_ERROR:
+                break
+            await trio.sleep(0.05)
+        assert r.code != ResponseCode.SYSTEM_ERROR, r.remark  # unsigned from a now white-listed address
+        assert h.role.acl.reloads == 1
+    _run(tmp_path, scenario)
+
+
+def test_live_oneway_refusal_writes_nothing(tmp_path: Path) -> None:
+    async def scenario(h, home: Path) -> None:  # type: ignore[no-untyped-def]
+        ext = {"consumerGroup": "groupB", "topic": "topicB", "queueId": "0", "commitOffset": "7"}
+        await h.client.invoke_oneway(h.broker_addr, make_request(RequestCode.UPDATE_CONSUMER_OFFSET, ext))
+        await trio.sleep(0.2)
+        assert h.role.consumer_offset_manager.query_offset("groupB", "topicB", 0) == -1
+        await h.client.invoke_oneway(h.broker_addr, _signed(RequestCode.UPDATE_CONSUMER_OFFSET, ext, None))
+        with trio.fail_after(5):
+            while h.role.consumer_offset_manager.query_offset("groupB", "topicB", 0) != 7:
+                await trio.sleep(0.05)
+    _run(tmp_path, scenario)
