@@ -27,6 +27,7 @@ from wire.bodies import HeartbeatData
 from wire.codes import RequestCode
 from wire.errors import WireError
 from wire.frame import RemotingCommand
+from wire.javamap import java_hashmap_key_order
 
 # Permission (4.9.8 acl.common.Permission)
 DENY = 1
@@ -452,27 +453,6 @@ def parse_request(request: RemotingCommand, remote_addr: str | None) -> NeededAc
 
 # -- the verdict (PlainPermissionManager.validate / checkPerm) ------------------------------
 
-def _java_hash(text: str) -> int:
-    h = 0
-    data = text.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h
-
-
-def java_hashmap_order(keys: list[str]) -> list[str]:
-    """Iteration order of a java.util.HashMap filled with `keys` in this order (default
-    capacity 16, load factor 0.75): which resource 4.9.8 reports first when several fail."""
-    capacity = 16
-    while len(keys) > capacity * 3 // 4:
-        capacity *= 2
-
-    def bucket(k: str) -> int:
-        h = _java_hash(k)
-        return (h ^ (h >> 16)) & (capacity - 1)
-    return [k for _, k in sorted(enumerate(keys), key=lambda ik: (bucket(ik[1]), ik[0]))]
-
-
 def _check_perm(need: NeededAccess, owned: Account) -> None:
     if need.code in ADMIN_CODES and not owned.admin:
         raise AclError(f"Need admin permission for request code={need.code}, "
@@ -482,7 +462,8 @@ def _check_perm(need: NeededAccess, owned: Account) -> None:
     owned_perms = owned.resource_perms
     if owned_perms is None and owned.admin:
         return
-    for resource in java_hashmap_order(list(need.resources)):
+    # which failing resource is reported: the needed map is a java.util.HashMap
+    for resource in java_hashmap_key_order(need.resources):
         needed = need.resources[resource]
         is_group = is_retry_topic(resource)
         if owned_perms is None or resource not in owned_perms:

@@ -377,3 +377,12 @@ def test_live_oneway_refusal_writes_nothing(tmp_path: Path) -> None:
             while h.role.consumer_offset_manager.query_offset("groupB", "topicB", 0) != 7:
                 await trio.sleep(0.05)
     _run(tmp_path, scenario)
+
+
+def test_first_refused_resource_is_javas_hashmap_order() -> None:
+    # Java 17 HashMap over %RETRY%cg,T1,T2,T3,%RETRY%zz,topicX,Ω iterates
+    # %RETRY%cg,%RETRY%zz,Ω,topicX,T1,T2,T3 (checked with java); Ω is the first refused topic
+    body = json.dumps({"clientID": "c", "consumerDataSet": [{"groupName": "cg", "subscriptionDataSet": [
+        {"topic": t} for t in ("T1", "T2", "T3", "topicX", "Ω")]}]}).encode()
+    assert _verdict(_signed(RequestCode.HEART_BEAT, {}, body)) == \
+        f"{EXC}: No default permission for topic:Ω, {MGR}.checkPerm(PlainPermissionManager.java:606)"
