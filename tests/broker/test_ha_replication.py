@@ -17,6 +17,7 @@ from broker.namesrv import NamesrvRole
 from broker.remoting_client import RemotingClient
 from broker_harness import BROKER_NAME, Harness, decode_pull_body, make_settings
 from support import free_broker_port
+from store.tools import verify
 from wire.codes import RequestCode, ResponseCode
 from wire.ha import encode_report
 
@@ -119,6 +120,10 @@ def test_slave_replicates_byte_identical_serves_pulls_refuses_sends(tmp_path: Pa
             assert slave.store.get_max_phy_offset() == end
             await slave.stop()
             await master.stop()
+            # `rmqd store verify` on the slave: every record, consume-queue unit and index entry holds
+            problems = await trio.to_thread.run_sync(verify, slave.settings.store.storePathRootDir,
+                                                     slave.settings.store)
+            assert problems == []
 
     trio.run(main)
 
