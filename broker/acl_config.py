@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ import trio
 import yaml
 
 from broker.config import ConfigError
-from processors.acl import AclError, AclState, address_matcher, build_account, check_request
+from processors.acl import (AclError, AclState, address_matcher, build_account, check_request,
+                             check_resource_perms)
 from wire.codes import ResponseCode
 from wire.frame import RemotingCommand, make_response
 
@@ -61,6 +63,17 @@ def read_yml(path: Path) -> dict[str, Any] | None:
     return data
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _as_int(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
 def _list(data: dict[str, Any], key: str, path: Path) -> list[Any]:
     value = data.get(key)
     if value is None:
@@ -88,6 +101,7 @@ class AclService:
         self.state = AclState()
         self.files: list[Path] = []
         self.reloads = 0
+        self._started_ms = _now_ms()
         self._fingerprint: tuple[tuple[str, str], ...] = ()
         self._ensure_default_file()
         try:
@@ -176,6 +190,107 @@ class AclService:
         while True:
             await trio.sleep(self.interval)
             await trio.to_thread.run_sync(self.reload_if_changed)
+
+    # -- admin writes (PlainPermissionManager.updateAccessConfig & co.) --------------------------
+    def data_versions(self) -> dict[str, dict[str, int]]:
+        """Path -> {"counter", "timestamp"} of each loaded file (its dataVersion entry, else new)."""
+        out: dict[str, dict[str, int]] = {}
+        for path in self.files:
+            try:
+                data = read_yml(path) or {}
+            except AclFileError:
+                data = {}
+            versions = data.get("dataVersion")
+            first = versions[0] if isinstance(versions, list) and versions and isinstance(versions[0], dict) else {}
+            out[str(path)] = {"counter": _as_int(first.get("counter"), 0),
+                              "timestamp": _as_int(first.get("timestamp"), self._started_ms)}
+        return out
+
+    def _write(self, path: Path, data: dict[str, Any]) -> None:
+        """updateAclConfigFileVersion + writeDataObject: counter + 1, now, then the whole file."""
+        versions = data.get("dataVersion")
+        first = versions[0] if isinstance(versions, list) and versions and isinstance(versions[0], dict) else {}
+        data["dataVersion"] = [{"counter": _as_int(first.get("counter"), 0) + 1, "timestamp": _now_ms()}]
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(yaml.safe_dump(data, default_flow_style=False, sort_keys=False, allow_unicode=True))
+        os.replace(tmp, path)
+        self.reload_if_changed()
+
+    def _account_file(self, access_key: str) -> Path | None:
+        for path in self.files:
+            data = read_yml(path) or {}
+            for item in data.get("accounts") or []:
+                if isinstance(item, dict) and str(item.get("accessKey")) == access_key:
+                    return path
+        return None
+
+    def update_account(self, config: dict[str, Any]) -> bool:
+        """UPDATE_AND_CREATE_ACL_CONFIG: the account replaced in its file, or added to the
+        default file. AclError (checkPlainAccessConfig / checkResourcePerms) when refused."""
+        ak, sk = config.get("accessKey"), config.get("secretKey")
+        if ak is None or sk is None or len(ak) <= 6 or len(sk) <= 6:
+            raise AclError(f"The accessKey={ak if ak is not None else 'null'} and secretKey="
+                           f"{sk if sk is not None else 'null'} cannot be null and length should longer than 6")
+        for resources in (config.get("topicPerms"), config.get("groupPerms")):
+            check_resource_perms(resources)
+        path = self._account_file(ak) or self.default_file
+        data = read_yml(path) or {}
+        accounts = data.get("accounts")
+        if not isinstance(accounts, list):
+            accounts = []
+        entry: dict[str, Any] = {}
+        for item in list(accounts):
+            if isinstance(item, dict) and str(item.get("accessKey")) == ak:
+                accounts.remove(item)
+                entry = item
+                break
+        entry["accessKey"] = ak
+        entry["secretKey"] = sk
+        if config.get("whiteRemoteAddress") is not None:
+            entry["whiteRemoteAddress"] = config["whiteRemoteAddress"]
+        entry["admin"] = bool(config.get("admin"))
+        for key in ("defaultTopicPerm", "defaultGroupPerm"):
+            if config.get(key):
+                entry[key] = config[key]
+        for key in ("topicPerms", "groupPerms"):
+            if config.get(key) is not None:
+                entry[key] = config[key]
+        accounts.append(entry)
+        data["accounts"] = accounts
+        self._write(path, data)
+        return True
+
+    def delete_account(self, access_key: str) -> bool:
+        """DELETE_ACL_CONFIG: False when no loaded file has the account."""
+        if not access_key or access_key not in self.state.accounts:
+            return False
+        path = self._account_file(access_key)
+        if path is None:
+            return False
+        data = read_yml(path) or {}
+        accounts = [a for a in data.get("accounts") or []
+                    if not (isinstance(a, dict) and str(a.get("accessKey")) == access_key)]
+        data["accounts"] = accounts
+        self._write(path, data)
+        return True
+
+    def update_global_white(self, addresses: list[str], file_name: str | None) -> bool:
+        """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: only an existing file under rocketmqHome (rmqd
+        resolves the path first, so '..' cannot leave the home as a string prefix test would)."""
+        path = Path(file_name) if file_name else self.default_file
+        if not path.is_file():
+            log.error("Parameter value %s is not exist or is a directory, please check your parameter", path)
+            return False
+        if not path.resolve().is_relative_to(self.home.resolve()):
+            log.error("Parameter value %s is not in the directory rocketmq.home.dir %s", path, self.home)
+            return False
+        if not path.name.endswith(".yml") and path.name.endswith(".yaml"):  # 4.9.8's test, as written
+            log.error("Parameter value %s is not a ACL configuration file", path)
+            return False
+        data = read_yml(path) or {}
+        data["globalWhiteRemoteAddresses"] = list(addresses)
+        self._write(path, data)
+        return True
 
     # -- the request hook ------------------------------------------------------------------------
     def hook(self, ctx: Any, request: RemotingCommand) -> RemotingCommand | None:

@@ -31,6 +31,7 @@ from broker.ha_slave import HAClient
 from broker.slave_sync import SlaveSynchronize, get_all_delay_offset
 from broker.remoting_client import BrokerOuterAPI, RemotingClient
 from broker.server import RemotingServer
+from processors.acl_admin import AclAdminProcessor
 from processors.admin import AdminBrokerProcessor
 from processors.client_manager import (
     HOUSEKEEPING_INTERVAL_S, ClientManageProcessor, ConsumerIdsChangeNotifier, ConsumerManager, ProducerManager,
@@ -180,6 +181,9 @@ class BrokerRole:
         if b.aclEnable:
             self.acl = AclService(b.rocketmqHome)
             self.server.add_request_hook(self.acl.hook)
+        self.server.register_many(AclAdminProcessor(
+            self.acl, broker_name=b.brokerName, broker_addr=settings.broker_addr,
+            cluster_name=b.brokerClusterName).handlers())
         self.server.register(RequestCode.GET_ALL_DELAY_OFFSET, functools.partial(get_all_delay_offset, self))
         self.bound: dict[str, tuple[str, int]] = {}
         self._outer: BrokerOuterAPI | None = None

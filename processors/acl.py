@@ -349,6 +349,18 @@ def build_account(config: Mapping[str, Any]) -> Account:
     return account
 
 
+def check_resource_perms(resources: Iterable[str] | None) -> None:
+    """Permission.checkResourcePerms: each item 'Res=Perm' with a known permission."""
+    for item in resources or []:
+        parts = _java_split(item, "=")
+        if len(parts) != 2:
+            raise AclError(f"Parse Resource format error for {item}.\n"
+                           "The expected resource format is 'Res=Perm'. For example: topicA=SUB")
+        if parts[1].strip() != "DENY" and parse_perm(parts[1].strip()) == DENY:
+            raise AclError(f"Parse resource permission error for {item}.\n"
+                           "The expected permissions are 'SUB' or 'PUB' or 'SUB|PUB' or 'PUB|SUB'.")
+
+
 def _jstr(value: str | None) -> str:
     return "null" if value is None else value
 
