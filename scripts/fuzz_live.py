@@ -12,7 +12,7 @@ scanned for tracebacks; the frames sent since the last clean check are replayed 
 time to name the frame that causes each distinct one (printed in hex).
 
     scripts/fuzz_live.py --frames 300000 --seed 1
-    scripts/fuzz_live.py --frames 5000 --namesrv 127.0.0.1:9876 --broker 127.0.0.1:10911
+    scripts/fuzz_live.py --frames 5000 --namesrv 127.0.0.1:9876 --broker 127.0.0.1:10911 [--log rmqd.log]
 
 A started server is then run out of file descriptors (every send acknowledged meanwhile must
 be pullable once they are back), SIGKILLed and started again on the fuzzed store (it must get
@@ -1018,6 +1018,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--health-every", type=int, default=300)
     ap.add_argument("--namesrv", help="attach to this name server (host:port) instead of starting rmqd")
     ap.add_argument("--broker", help="attach to this broker (host:port)")
+    ap.add_argument("--log", help="with --namesrv/--broker: the attached server's log file, scanned for "
+                                   "tracebacks from its current end on")
     ap.add_argument("--workdir", help="where the started rmqd keeps its store and log (default: a temp dir)")
     ap.add_argument("--no-restart", action="store_true",
                     help="skip the final checks: descriptor exhaustion, SIGKILL + restart + health check, "
@@ -1033,6 +1035,9 @@ def main(argv: list[str] | None = None) -> int:
         tmp = tempfile.TemporaryDirectory(prefix="rmqd-fuzz-")
         workdir = Path(tmp.name)
     server = Server(workdir, args.namesrv, args.broker)
+    if args.log and server.attached:
+        server.log_path = Path(args.log)
+        server._log_pos = server.log_path.stat().st_size
     try:
         server.start()
         print(f"fuzzing name server {server.namesrv} and broker {server.broker}, seed {args.seed}, "
