@@ -113,29 +113,29 @@ def check_consume_queues(records: DataFrame, units: DataFrame, file_problems: Da
     rec = records.select("pos", "topic", "queueId", "queueOffset", "totalSize", "sysFlag", "file", "filePos",
                          "expectedTagsCode")
     u = units.alias("u")
-    j = u.join(rec.alias("r"), F.col("u.commitLogOffset") == F.col("r.pos"), "left").cache()
-    missing_rec = j.where(F.col("r.pos").isNull()).select(*_lit_problem(
-        "cq-unit", cq_loc, F.col("u.filePos"),
-        F.format_string("unit %d of %s/%d points to commit-log offset %d where no record starts",
-                        F.col("u.queueOffset"), F.col("u.topic"), F.col("u.queueId"), F.col("u.commitLogOffset"))))
+    j = u.join(rec.alias("r"), F.col("u.commitLogOffset") == F.col("r.pos"), "left")
     rloc = F.concat_ws("", F.lit(scan.COMMITLOG_DIR + "/"), F.col("r.file"), F.lit(":"), F.col("r.filePos").cast("string"))
-    wrong_queue = j.where(F.col("r.pos").isNotNull() & ((F.col("u.topic") != F.col("r.topic")) | (F.col("u.queueId") != F.col("r.queueId")))).select(
-        *_lit_problem("cq-unit", cq_loc, F.col("u.filePos"),
-                      F.format_string("unit %d of %s/%d points to a record of %s/%d at %s",
-                                      F.col("u.queueOffset"), F.col("u.topic"), F.col("u.queueId"),
-                                      F.col("r.topic"), F.col("r.queueId"), rloc)))
-    same = j.where(F.col("r.pos").isNotNull() & (F.col("u.topic") == F.col("r.topic")) & (F.col("u.queueId") == F.col("r.queueId")))
-    wrong_size = same.where(F.col("u.size") != F.col("r.totalSize")).select(*_lit_problem(
-        "cq-unit", cq_loc, F.col("u.filePos"),
-        F.format_string("unit size %d != record size %d at %s", F.col("u.size"), F.col("r.totalSize"), rloc)))
-    wrong_off = same.where(F.col("u.queueOffset") != F.col("r.queueOffset")).select(*_lit_problem(
-        "cq-unit", cq_loc, F.col("u.filePos"),
-        F.format_string("unit is queue offset %d but the record at %s has queue offset %d",
-                        F.col("u.queueOffset"), rloc, F.col("r.queueOffset"))))
-    wrong_tags = same.where(F.col("u.tagsCode") != F.col("r.expectedTagsCode")).select(*_lit_problem(
-        "cq-unit", cq_loc, F.col("u.filePos"),
-        F.format_string("tags code %d != %d expected from the record at %s",
-                        F.col("u.tagsCode"), F.col("r.expectedTagsCode"), rloc)))
+    found = F.col("r.pos").isNotNull()
+    same = found & (F.col("u.topic") == F.col("r.topic")) & (F.col("u.queueId") == F.col("r.queueId"))
+    # every problem of a unit from one pass over the join (one Spark plan branch, not five)
+    unit_msgs = F.filter(F.array(
+        F.when(~found, F.format_string("unit %d of %s/%d points to commit-log offset %d where no record starts",
+                                       F.col("u.queueOffset"), F.col("u.topic"), F.col("u.queueId"),
+                                       F.col("u.commitLogOffset"))),
+        F.when(found & ~same, F.format_string("unit %d of %s/%d points to a record of %s/%d at %s",
+                                              F.col("u.queueOffset"), F.col("u.topic"), F.col("u.queueId"),
+                                              F.col("r.topic"), F.col("r.queueId"), rloc)),
+        F.when(same & (F.col("u.size") != F.col("r.totalSize")),
+               F.format_string("unit size %d != record size %d at %s", F.col("u.size"), F.col("r.totalSize"), rloc)),
+        F.when(same & (F.col("u.queueOffset") != F.col("r.queueOffset")),
+               F.format_string("unit is queue offset %d but the record at %s has queue offset %d",
+                               F.col("u.queueOffset"), rloc, F.col("r.queueOffset"))),
+        F.when(same & (F.col("u.tagsCode") != F.col("r.expectedTagsCode")),
+               F.format_string("tags code %d != %d expected from the record at %s",
+                               F.col("u.tagsCode"), F.col("r.expectedTagsCode"), rloc)),
+    ), lambda m: m.isNotNull())
+    unit_p = j.select(cq_loc.alias("loc"), F.col("u.filePos").alias("pos"), F.explode(unit_msgs).alias("msg")).select(
+        *_lit_problem("cq-unit", F.col("loc"), F.col("pos"), F.col("msg")))
     # contiguity: a gap between two consecutive units of a queue
     w = Window.partitionBy("topic", "queueId").orderBy("queueOffset")
     seq = units.select("topic", "queueId", "queueOffset", "file", "filePos",
@@ -158,12 +158,8 @@ def check_consume_queues(records: DataFrame, units: DataFrame, file_problems: Da
         F.format_string("record of %s/%d queue offset %d is not in its consume queue",
                         F.col("topic"), F.col("queueId"), F.col("queueOffset"))))
     files = file_problems.where(F.col("check") == "cq-file")
-    allp = missing_rec.unionByName(wrong_queue).unionByName(wrong_size).unionByName(wrong_off) \
-        .unionByName(wrong_tags).unionByName(gaps).unionByName(missing).unionByName(files)
-    try:
-        return _result("consume queues vs commit log", units.count(), allp, limit)
-    finally:
-        j.unpersist()
+    allp = unit_p.unionByName(gaps).unionByName(missing).unionByName(files)
+    return _result("consume queues vs commit log", units.count(), allp, limit)
 
 
 def check_index(records: DataFrame, entries: DataFrame, file_problems: DataFrame, limit: int | None) -> CheckResult:
