@@ -30,7 +30,8 @@ from wire.frame import RemotingCommand, make_request, make_response
 
 log = logging.getLogger("rmqd.ha.sync")
 
-#: BrokerController.handleSlaveSynchronize: syncAll every 10 s, first after 10 s.
+#: BrokerController.handleSlaveSynchronize (4.9.x): syncAll first after 3 s, then every 10 s.
+SYNC_INITIAL_DELAY_S = 3.0
 SYNC_INTERVAL_S = 10.0
 DELAY_OFFSET_FILE = "delayOffset.json"
 
@@ -67,7 +68,7 @@ class SlaveSynchronize:
         self.broker = broker
         self.master_addr: str | None = None
         self.interval_s = SYNC_INTERVAL_S
-        self.initial_delay_s = SYNC_INTERVAL_S
+        self.initial_delay_s = SYNC_INITIAL_DELAY_S
         self.rounds = 0
 
     async def run(self) -> None:

@@ -124,10 +124,11 @@ def free_port() -> int:
 
 
 def free_broker_port() -> int:
-    """A port p with p and p-2 free: the broker also listens on its VIP port listenPort-2."""
+    """A port p with p, p-2 and p+1 free: the broker also listens on its VIP port listenPort-2
+    and, as a master, on its HA port listenPort+1."""
     for _ in range(200):
         p = free_port()
-        if p > 1026 and _port_free(p - 2):
+        if 1026 < p < 65000 and _port_free(p - 2) and _port_free(p + 1):
             return p
     raise RuntimeError("no free broker port pair found")
 
