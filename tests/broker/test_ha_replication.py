@@ -305,3 +305,38 @@ def test_pull_suggests_the_slave_only_with_slave_read_enable(tmp_path: Path) -> 
                 await master.stop()
 
     trio.run(main)
+
+
+def test_garbage_on_the_ha_ports_closes_only_that_connection(tmp_path: Path) -> None:
+    """A peer that is not a RocketMQ slave (a negative offset) or not a master (a bad header):
+    the connection is closed with a log line, the broker keeps serving and replicating."""
+    async def main() -> None:
+        async with cluster() as c:
+            master = await c.start(settings_for(tmp_path / "m", c.ns_addr, "ASYNC_MASTER"))
+            hm = c.harness(master)
+            bad = await trio.open_tcp_stream("127.0.0.1", master.bound["ha"][1])
+            async with bad:
+                await bad.send_all(b"\xff" * 8)  # offset -1
+                with trio.fail_after(5):
+                    assert await bad.receive_some(100) == b""  # closed by the master
+            # a fake master whose first header has a negative size
+            fake = trio.socket.socket()
+            await fake.bind(("127.0.0.1", 0))
+            fake.listen(1)
+            fake_addr = "127.0.0.1:%d" % fake.getsockname()[1]
+            slave = await c.start(settings_for(tmp_path / "s", c.ns_addr, "SLAVE", haMasterAddress=fake_addr))
+            with trio.fail_after(5):
+                conn, _ = await fake.accept()
+            with conn:
+                assert len(await conn.recv(8)) == 8  # the slave's report
+                await conn.send(b"\x00" * 8 + b"\xff\xff\xff\xff")
+                with trio.fail_after(5):
+                    assert await conn.recv(100) == b""  # the slave gave up on it
+            fake.close()
+            assert slave.store.get_max_phy_offset() == 0
+            await send_many(hm, 5)
+            assert master.ha_service.connections == set()
+            await slave.stop()
+            await master.stop()
+
+    trio.run(main)
