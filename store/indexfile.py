@@ -280,6 +280,41 @@ class IndexFile:
         for n in range(1, min(self.header.indexCount, self.index_num)):
             yield self.entry(n)
 
+    # -- crash recovery -----------------------------------------------------------------
+    def rollback_to(self, phy_limit: int, store_timestamp_of: Callable[[int], int]) -> int:
+        """Forget the entries of records at or after ``phy_limit`` (entries are written in
+        commit-log order), leaving the file exactly as if those records had never been
+        indexed: slots pointing at a forgotten entry point at the newest older one of their
+        chain, hashSlotCount loses what those entries added, the header ends at the last kept
+        record. Crash recovery then re-indexes from ``phy_limit``. Returns the entries kept."""
+        h = self.header
+        count = min(h.indexCount, self.index_num)
+        base, mm = self._entries_base, self._mm
+        lo, hi = 1, count  # first entry at or after the limit, by binary search
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _ENTRY.unpack_from(mm, base + mid * INDEX_ENTRY_SIZE)[1] < phy_limit:
+                lo = mid + 1
+            else:
+                hi = mid
+        keep = lo
+        if keep >= count:
+            return keep - 1
+        for n in range(count - 1, keep - 1, -1):
+            key_hash, _off, _td, prev = _ENTRY.unpack_from(mm, base + n * INDEX_ENTRY_SIZE)
+            abs_slot = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+            if _SLOT.unpack_from(mm, abs_slot)[0] == n:
+                _SLOT.pack_into(mm, abs_slot, prev if prev > INVALID_INDEX else INVALID_INDEX)  # fixed further down
+            if prev <= INVALID_INDEX:
+                h.hashSlotCount -= 1
+        mm[base + keep * INDEX_ENTRY_SIZE:base + count * INDEX_ENTRY_SIZE] = bytes((count - keep) * INDEX_ENTRY_SIZE)
+        h.indexCount = keep
+        if keep > 1:
+            h.endPhyOffset = _ENTRY.unpack_from(mm, base + (keep - 1) * INDEX_ENTRY_SIZE)[1]
+            h.endTimestamp = store_timestamp_of(h.endPhyOffset) or h.endTimestamp
+        self._write_header()
+        return keep - 1
+
     # -- lifecycle ----------------------------------------------------------------------
     def flush(self) -> None:
         if self._mm.closed:  # deleted by expiry meanwhile
@@ -335,10 +370,11 @@ class IndexService:
         self._flush_threads: list[threading.Thread] = []
         self._prefix_hashes: dict[str, int] = {}  # topic -> hash of "topic#"
 
-    def load(self, last_exit_ok: bool = True, index_msg_timestamp: int = 0) -> None:
+    def load(self, last_exit_ok: bool = True, index_msg_timestamp: int = 0, keep_after_crash: bool = False) -> None:
         """Open every file in name order. After a crash, files newer than the checkpoint's
-        indexMsgTimestamp are deleted (RocketMQ rebuilds them from the commit log).
-        A file of the wrong size raises :class:`StoreFileError`."""
+        indexMsgTimestamp are deleted (RocketMQ rebuilds them from the commit log) - unless
+        ``keep_after_crash``: then recovery calls :meth:`rollback_to` with the offset its
+        walk starts at. A file of the wrong size raises :class:`StoreFileError`."""
         if not self.store_path.is_dir():
             return
         remove_temp_files(self.store_path)
@@ -347,10 +383,24 @@ class IndexService:
                 continue
             f = IndexFile(p, self.hash_slot_num, self.index_num)
             f.load()
-            if not last_exit_ok and f.end_timestamp > index_msg_timestamp:
+            if not last_exit_ok and not keep_after_crash and f.end_timestamp > index_msg_timestamp:
                 f.destroy()
                 continue
             self.index_files.append(f)
+
+    def rollback_to(self, phy_limit: int, store_timestamp_of: Callable[[int], int]) -> None:
+        """Crash recovery restarts indexing at ``phy_limit``: files that begin at or after it
+        go, the one spanning it forgets its entries from there (:meth:`IndexFile.rollback_to`)."""
+        with self._lock:
+            kept = []
+            for f in self.index_files:
+                h = f.header
+                if h.indexCount > 1 and h.endPhyOffset >= phy_limit:
+                    if f.rollback_to(phy_limit, store_timestamp_of) == 0:
+                        f.destroy()
+                        continue
+                kept.append(f)
+            self.index_files = kept
 
     def _new_file_name(self) -> Path:
         ms = self._clock_ms()
