@@ -31,6 +31,7 @@ from broker.ha_slave import HAClient
 from broker.slave_sync import SlaveSynchronize, get_all_delay_offset
 from broker.remoting_client import BrokerOuterAPI, RemotingClient
 from broker.server import RemotingServer
+from broker.tls import TlsAcceptor, TlsConfig
 from processors.acl_admin import AclAdminProcessor
 from processors.admin import AdminBrokerProcessor
 from processors.client_manager import (
@@ -181,6 +182,10 @@ class BrokerRole:
         if b.aclEnable:
             self.acl = AclService(b.rocketmqHome)
             self.server.add_request_hook(self.acl.hook)
+        # TLS on the remoting ports (4.9.8 TlsSystemConfig: tls.server.mode, default permissive)
+        self.server.stream_wrapper = TlsAcceptor(
+            TlsConfig.load(), "broker",
+            first_byte_seconds=float(settings.netty_server.serverChannelMaxIdleTimeSeconds)).wrap
         self.server.register_many(AclAdminProcessor(
             self.acl, broker_name=b.brokerName, broker_addr=settings.broker_addr,
             cluster_name=b.brokerClusterName).handlers())

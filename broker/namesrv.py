@@ -11,6 +11,7 @@ import logging
 import trio
 
 from broker.server import RemotingServer
+from broker.tls import TlsAcceptor, TlsConfig
 from processors.namesrv import NamesrvConfig, NamesrvProcessor
 
 log = logging.getLogger("rmqd.namesrv")
@@ -30,6 +31,9 @@ class NamesrvRole:
         self.scan_period = scan_period
         self.processor = NamesrvProcessor(self.config)
         self.server = RemotingServer("namesrv", idle_seconds=float(self.config.serverChannelMaxIdleTimeSeconds))
+        # TLS as the broker's (a client with tls.enable=true speaks TLS to the name server too)
+        self.server.stream_wrapper = TlsAcceptor(
+            TlsConfig.load(), "namesrv", first_byte_seconds=float(self.config.serverChannelMaxIdleTimeSeconds)).wrap
         self.server.register_many(self.processor.handlers())
         self.server.add_close_listener(self.processor.on_channel_close)
         self.bound: tuple[str, int] | None = None

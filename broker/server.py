@@ -705,6 +705,8 @@ class RemotingServer(Dispatcher):
         self.stopping = trio.Event()
         self._stopped = trio.Event()
         self._listeners: list[trio.SocketListener] = []
+        #: stream_wrapper(accepted) -> the stream to serve, or None to close it (TLS: broker/tls.py)
+        self.stream_wrapper: Callable[[trio.SocketStream], Awaitable[trio.abc.Stream | None]] | None = None
 
     async def open_listeners(self, endpoints: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
         """Bind every endpoint first (so a port in use fails before anything runs)."""
@@ -752,8 +754,33 @@ class RemotingServer(Dispatcher):
                 log.warning("%s accept failed: %s", self.name, exc)
                 await trio.sleep(0.1)
                 continue
+            if self.stream_wrapper is not None:
+                connections.start_soon(self._serve_wrapped, stream)
+                continue
             channel = Channel.from_socket_stream(stream)
             connections.start_soon(self._serve_channel, channel)
+
+    async def _serve_wrapped(self, stream: trio.SocketStream) -> None:
+        """A connection whose stream the wrapper decides first (peek, TLS handshake)."""
+        base = Channel.from_socket_stream(stream)
+        served: trio.abc.Stream | None = None
+        try:
+            async with trio.open_nursery() as setup:  # stop() cancels a set-up still waiting
+                async def cancel_on_stop() -> None:
+                    await self.stopping.wait()
+                    setup.cancel_scope.cancel()
+                setup.start_soon(cancel_on_stop)
+                served = await self.stream_wrapper(stream) if self.stream_wrapper is not None else stream
+                setup.cancel_scope.cancel()
+        except Exception:  # noqa: BLE001 - one broken connection never stops the server
+            log.exception("%s connection %s: stream set-up failed", self.name, base)
+            served = None
+        if served is None:
+            await trio.aclose_forcefully(stream)
+            return
+        channel = base if served is stream else Channel(served, local_addr=base.local_addr,
+                                                        remote_addr=base.remote_addr)
+        await self._serve_channel(channel)
 
     async def _serve_channel(self, channel: Channel) -> None:
         try:

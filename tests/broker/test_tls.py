@@ -1,0 +1,145 @@
+"""broker.tls: tls.server.mode disabled / permissive / enforcing on a live RemotingServer,
+with Python ssl clients and plaintext clients; settings from JAVA_OPT and tls.config.file."""
+
+from __future__ import annotations
+
+import datetime
+import ssl
+from pathlib import Path
+
+import pytest
+import trio
+
+from broker.config import ConfigError
+from broker.server import RemotingServer
+from broker.tls import TlsAcceptor, TlsConfig, TlsMode, system_properties
+from wire.codes import RequestCode, ResponseCode
+from wire.frame import FrameDecoder, encode_frame, make_request, make_response
+
+
+def _client_ctx() -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE   # 4.9.8's client in test mode trusts any certificate
+    return ctx
+
+
+async def _ask(stream: trio.abc.Stream) -> object:
+    """One GET_BROKER_RUNTIME_INFO-shaped request; the answer, or None when the server closed."""
+    await stream.send_all(encode_frame(make_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})))
+    decoder = FrameDecoder()
+    while True:
+        try:
+            data = await stream.receive_some(65536)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return None
+        if not data:
+            return None
+        decoder.feed(data)
+        for cmd in decoder:
+            return cmd
+
+
+_left_open: list[trio.abc.Stream] = []
+
+
+async def _with_server(mode: str, fn, cfg: TlsConfig | None = None) -> None:  # type: ignore[no-untyped-def]
+    server = RemotingServer("tls-test", idle_seconds=30)
+
+    async def answer(ctx, request):  # type: ignore[no-untyped-def]
+        return make_response(request, ResponseCode.SUCCESS, "ok")
+    server.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, answer)
+    server.stream_wrapper = TlsAcceptor(cfg or TlsConfig(mode=TlsMode.parse(mode)), "tls-test").wrap
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            (addr,) = await nursery.start(server.serve, [("127.0.0.1", 0)])
+            try:
+                await fn(addr[1])
+            finally:
+                await server.stop()   # bounded by fail_after: a silent connection must not hold it
+                for stream in _left_open:
+                    await stream.aclose()
+                _left_open.clear()
+
+
+async def _plain(port: int) -> object:
+    async with await trio.open_tcp_stream("127.0.0.1", port) as s:
+        return await _ask(s)
+
+
+async def _tls(port: int) -> object:
+    tcp = await trio.open_tcp_stream("127.0.0.1", port)
+    stream = trio.SSLStream(tcp, _client_ctx(), server_hostname="localhost")
+    try:
+        await stream.do_handshake()
+    except (trio.BrokenResourceError, ssl.SSLError, OSError):
+        await trio.aclose_forcefully(stream)
+        return None
+    try:
+        return await _ask(stream)
+    finally:
+        await trio.aclose_forcefully(stream)
+
+
+@pytest.mark.parametrize("mode,plain_ok,tls_ok", [
+    ("disabled", True, False), ("permissive", True, True), ("enforcing", False, True), ("bogus", True, True),
+])
+def test_modes(mode: str, plain_ok: bool, tls_ok: bool) -> None:
+    async def check(port: int) -> None:
+        plain, tls = await _plain(port), await _tls(port)
+        assert (plain is not None and plain.remark == "ok") == plain_ok
+        assert (tls is not None and tls.remark == "ok") == tls_ok
+    trio.run(_with_server, mode, check)
+
+
+def test_properties_from_java_opt_and_file(tmp_path: Path) -> None:
+    assert system_properties('-Xmx1g -Dtls.server.mode=enforcing -Dflag "-Dx=a b"') == \
+        {"tls.server.mode": "enforcing", "flag": "", "x": "a b"}
+    conf = tmp_path / "tls.properties"
+    conf.write_text("tls.test.mode.enable=false\ntls.server.certPath=/nope/cert.pem\ntls.server.keyPath=/nope/key.pem\n")
+    cfg = TlsConfig.load({"tls.server.mode": "enforcing", "tls.config.file": str(conf)})
+    assert cfg.mode is TlsMode.ENFORCING and not cfg.test_mode and cfg.cert_path == "/nope/cert.pem"
+    with pytest.raises(ConfigError, match="cannot load the certificate"):
+        TlsAcceptor(cfg)
+    assert TlsConfig.load({"tls.config.file": str(tmp_path / "absent")}) == TlsConfig()
+
+
+def test_configured_certificate(tmp_path: Path) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "rmqd-test")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(7).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
+    (tmp_path / "c.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "k.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                       serialization.BestAvailableEncryption(b"pw")))
+    cfg = TlsConfig(mode=TlsMode.ENFORCING, test_mode=False, cert_path=str(tmp_path / "c.pem"),
+                    key_path=str(tmp_path / "k.pem"), key_password="pw")
+
+    async def check(port: int) -> None:
+        tcp = await trio.open_tcp_stream("127.0.0.1", port)
+        ctx = ssl.create_default_context(cafile=str(tmp_path / "c.pem"))
+        ctx.check_hostname = False
+        stream = trio.SSLStream(tcp, ctx, server_hostname="rmqd-test")
+        try:
+            answer = await _ask(stream)   # verified against the configured certificate
+        finally:
+            await trio.aclose_forcefully(stream)
+        assert answer is not None and answer.remark == "ok"
+        assert await _plain(port) is None
+    trio.run(_with_server, "enforcing", check, cfg)
+
+
+def test_silent_connection_does_not_hold_stop() -> None:
+    async def check(port: int) -> None:
+        silent = await trio.open_tcp_stream("127.0.0.1", port)   # never sends: stop() must not wait 30 s
+        await trio.sleep(0.05)
+        assert (await _plain(port)).remark == "ok"
+        _left_open.append(silent)   # still open and silent while the server stops
+    trio.run(_with_server, "permissive", check)
