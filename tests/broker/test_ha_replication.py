@@ -9,10 +9,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+import pytest
 import trio
 
 from broker.broker import BrokerRole
-from broker.config import validate
+from broker.config import ConfigError, validate
 from broker.namesrv import NamesrvRole
 from broker.remoting_client import RemotingClient
 from broker_harness import BROKER_NAME, Harness, decode_pull_body, make_settings
@@ -340,3 +341,13 @@ def test_garbage_on_the_ha_ports_closes_only_that_connection(tmp_path: Path) -> 
             await master.stop()
 
     trio.run(main)
+
+
+def test_broker_ids_follow_the_role(tmp_path: Path) -> None:
+    """BrokerStartup: a SLAVE needs brokerId > 0; a master is always brokerId 0."""
+    s = make_settings(tmp_path, None, brokerRole="SLAVE")
+    with pytest.raises(ConfigError, match="brokerId > 0"):
+        validate(s)
+    m = make_settings(tmp_path, None, brokerRole="SYNC_MASTER", brokerId=3)
+    validate(m)
+    assert m.broker.brokerId == 0
