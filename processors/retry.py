@@ -117,6 +117,10 @@ class ConsumerSendMsgBackProcessor:
         if result is None:
             return make_response(request, ResponseCode.SYSTEM_ERROR, "putMessageResult is null")
         status = result.putMessageStatus.name
+        ha = getattr(b, "ha_service", None)  # SYNC_MASTER: the send-back waits for the slave too
+        if status == "PUT_OK" and ha is not None and b.message_store_config.brokerRole == "SYNC_MASTER":
+            a = result.appendMessageResult
+            status = await ha.wait_replicated(a.wroteOffset + a.wroteBytes, int(b.message_store_config.syncFlushTimeout))
         if status == "PUT_OK":
             return make_response(request, ResponseCode.SUCCESS)
         return make_response(request, ResponseCode.SYSTEM_ERROR, status)

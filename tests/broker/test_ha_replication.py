@@ -179,8 +179,13 @@ def test_sync_master_never_acks_what_the_slave_lacks(tmp_path: Path) -> None:
         async with cluster() as c:
             master = await c.start(settings_for(tmp_path / "m", c.ns_addr, "SYNC_MASTER", syncFlushTimeout=1000))
             hm = c.harness(master)
+            at = master.store.get_max_phy_offset()
             r = await hm.send_v2("SY", b"no slave yet")
             assert r.code == ResponseCode.SLAVE_NOT_AVAILABLE and r.remark is None  # stored, but not replicated
+            # a consumer's send-back on a SYNC_MASTER waits for the slave as well (4.9.8: the status name)
+            back = await hm.invoke(RequestCode.CONSUMER_SEND_MSG_BACK, {"offset": str(at), "group": "g",
+                                                                       "delayLevel": "0"})
+            assert back.code == ResponseCode.SYSTEM_ERROR and back.remark == "SLAVE_NOT_AVAILABLE"
             slave = await c.start(settings_for(tmp_path / "s", c.ns_addr, "SLAVE"))
             with trio.fail_after(10):
                 while not master.ha_service.connections:
