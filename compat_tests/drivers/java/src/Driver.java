@@ -371,7 +371,10 @@ public final class Driver {
                 String uniq = msg.getProperty("UNIQ_KEY");
                 int n = checks.computeIfAbsent(uniq, k -> new AtomicInteger()).incrementAndGet();
                 Integer i = indexOf.get(uniq);
-                LocalTransactionState st = n <= unknownTimes || i == null
+                // check_unknown_times per message (as the Go driver has it), else the case's
+                int unknown = i != null && specs.get(i).has("check_unknown_times")
+                    ? specs.get(i).get("check_unknown_times").getAsInt() : unknownTimes;
+                LocalTransactionState st = n <= unknown || i == null
                     ? LocalTransactionState.UNKNOW : txState(sstr(specs.get(i), "check"));
                 JsonObject o = describe(msg);
                 o.addProperty("index", i);
