@@ -10,6 +10,13 @@ rocketmqHome; TLS settings as -D words of JAVA_OPT, the way runbroker.sh passes 
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
+import re
+import socket
+import struct
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -31,6 +38,14 @@ accounts:
   admin: false
   defaultTopicPerm: SUB
   defaultGroupPerm: SUB
+- accessKey: nogroup1
+  secretKey: 12345678
+  defaultTopicPerm: DENY
+  defaultGroupPerm: SUB
+  topicPerms:
+  - aclcmp=SUB
+  groupPerms:
+  - cg_cmp=DENY
 """
 SIGNED = {"accessKey": "RocketMQ", "secretKey": "12345678"}
 ACL_CLIENTS = ("java", "go")
@@ -129,3 +144,95 @@ def test_java_client_with_tls_enabled(mode: str, connects: bool, tmp_path: Path,
         assert [e["status"] for e in plain.of("sent")] == ["SEND_OK"], plain.diagnostics()
     finally:
         assert server.stop() == 0
+
+
+# -- the same refusals from Apache RocketMQ ---------------------------------------------------------
+#
+# Raw frames (a few lines of RocketMQ's JSON framing; this directory imports nothing of rmqd) so
+# the whole answer is compared: the Java client would hide the remark behind its retry exception.
+
+def _frame(code: int, ext: dict[str, str], body: bytes, opaque: int) -> bytes:
+    header = json.dumps({"code": code, "extFields": ext, "flag": 0, "language": "JAVA", "opaque": opaque,
+                         "serializeTypeCurrentRPC": "JSON", "version": 409}).encode()
+    return struct.pack(">II", 4 + len(header) + len(body), len(header)) + header + body
+
+
+def _sign(ext: dict[str, str], body: bytes, ak: str, sk: str) -> dict[str, str]:
+    """AclClientRPCHook: AccessKey added, values in key order + body, HmacSHA1, base64."""
+    fields = dict(ext, AccessKey=ak)
+    content = "".join(fields[k] for k in sorted(fields)).encode() + body
+    fields["Signature"] = base64.b64encode(hmac.new(sk.encode(), content, hashlib.sha1).digest()).decode()
+    return fields
+
+
+def _ask(port: int, code: int, ext: dict[str, str], body: bytes = b"") -> tuple[int, str | None]:
+    """The response (frames the broker pushes first, e.g. NOTIFY_CONSUMER_IDS_CHANGED, skipped)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(_frame(code, ext, body, 7))
+        data = b""
+        while True:
+            while len(data) < 4 or len(data) < 4 + struct.unpack(">I", data[:4])[0]:
+                chunk = s.recv(65536)
+                assert chunk, "connection closed without an answer"
+                data += chunk
+            total = 4 + struct.unpack(">I", data[:4])[0]
+            header_len = struct.unpack(">I", data[4:8])[0] & 0xFFFFFF
+            header = json.loads(data[8:8 + header_len])
+            data = data[total:]
+            if header.get("flag", 0) & 1:
+                return header["code"], header.get("remark")
+
+
+def _as_4_9_8(remark: str | None) -> str | None:
+    """4.9.7's PlainPermissionManager has one import line fewer than 4.9.8's: its line numbers
+    are 4.9.8's minus one (the acl module is otherwise unchanged between the two)."""
+    if remark is None:
+        return None
+    return re.sub(r"\(PlainPermissionManager\.java:(\d+)\)",
+                  lambda m: f"(PlainPermissionManager.java:{int(m.group(1)) + 1})", remark)
+
+
+def _refusal_cases() -> dict[str, tuple[int, dict[str, str], bytes]]:
+    send = {"a": "pg_cmp", "b": "aclcmp", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "1700000000000",
+            "h": "0", "i": "WAIT\u0001true\u0002", "j": "0", "k": "false", "m": "false"}
+    pull = {"consumerGroup": "cg_cmp", "topic": "aclcmp", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
+            "sysFlag": "2", "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "0"}
+    topic = {"topic": "aclnew", "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4",
+             "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
+    hb = json.dumps({"clientID": "c1", "producerDataSet": [], "consumerDataSet": [
+        {"groupName": "cg_cmp", "subscriptionDataSet": [{"topic": t} for t in ("T1", "T2", "topicX")]}]}).encode()
+    return {
+        "wrong-secret": (310, _sign(send, b"r", "RocketMQ", "not-the-secret"), b"r"),
+        "changed-after-signing": (310, dict(_sign(send, b"r", "RocketMQ", "12345678"), e="1"), b"r"),
+        "unsigned": (310, send, b"r"),
+        "read-only-send": (310, _sign(send, b"r", "readonly1", "12345678"), b"r"),
+        "unknown-key": (310, _sign(send, b"r", "nobody12", "12345678"), b"r"),
+        "non-admin-create-topic": (17, _sign(topic, b"", "RocketMQ", "12345678"), b""),
+        "read-only-heartbeat-ok": (34, _sign({}, hb, "readonly1", "12345678"), hb),
+        "denied-group-pull": (11, _sign(pull, b"", "nogroup1", "12345678"), b""),
+        "denied-topics-heartbeat": (34, _sign({}, hb, "nogroup1", "12345678"), hb),
+    }
+
+
+def test_refusal_answers_match_apache(acl_server: RmqdServer, tmp_path: Path) -> None:
+    """The same signed/unsigned frames to Apache RocketMQ 4.9.7 (aclEnable, the same yml) and to
+    rmqd: the same response code and remark (exception, message, the frame that threw)."""
+    from apache_rocketmq import ApacheRocketMQ, apache_problem
+    problem = apache_problem()
+    if problem:
+        harness.missing(problem)
+    apache_dir = tmp_path / "apache"
+    (apache_dir / "home" / "conf").mkdir(parents=True)
+    (apache_dir / "home" / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
+    cases = _refusal_cases()
+    apache = ApacheRocketMQ(apache_dir, broker_conf={"aclEnable": "true"})
+    apache.start()
+    try:
+        port = int(apache.broker_addr.rsplit(":", 1)[1])
+        want = {name: _ask(port, *case) for name, case in cases.items()}
+    finally:
+        apache.stop()
+    want = {name: (code, _as_4_9_8(remark)) for name, (code, remark) in want.items()}
+    got = {name: _ask(acl_server.broker_port, *case) for name, case in cases.items()}
+    assert got == want
+    assert got["wrong-secret"][0] == 1 and "Check signature failed" in str(got["wrong-secret"][1])
