@@ -21,6 +21,10 @@ def client_problem(client: str) -> str | None:
     return harness.client_problem(client)
 
 
+# test_compat_apache.py: case -> (result against Apache RocketMQ, result against rmqd)
+APACHE_RESULTS: dict[str, tuple[str, str]] = {}
+
+
 # COMPAT_NAMESRV=host:port runs the client cases against a broker that is already running (e.g. an
 # Apache RocketMQ 4.9 to compare with); the cases that start their own rmqd are then skipped.
 EXTERNAL_NAMESRV = os.environ.get("COMPAT_NAMESRV") or None

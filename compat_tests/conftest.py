@@ -163,9 +163,15 @@ def _matrix_text() -> str:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _results:
+    from compat_session import APACHE_RESULTS
+
+    if not _results and not APACHE_RESULTS:
         return
-    text = _matrix_text()
+    text = _matrix_text() if _results else ""
+    if APACHE_RESULTS:
+        import test_compat_apache
+
+        text += ("\n" if text else "") + test_compat_apache.apache_table()
     terminalreporter.write_sep("=", "RocketMQ client x case matrix (rmqd)")
     terminalreporter.write(text)
     try:
