@@ -982,11 +982,16 @@ def crash_restart_and_verify(server: Server, stats: Stats) -> None:
     for sig in sigs:
         stats.distinct.setdefault(sig, "(logged during the restart after SIGKILL)")
     server.stop()
+    stats.verify = store_verify(server)
+
+
+def store_verify(server: Server) -> str:
+    """`rmqd store verify` of a stopped server's store: "ok" or its exit status and last lines."""
     proc = subprocess.run([sys.executable, "-m", "broker", "store", "verify", "-c", str(server.workdir / "broker.conf"),
                            str(server.workdir / "store")], cwd=REPO, capture_output=True, text=True, errors="replace",
                           timeout=600)
     tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
-    stats.verify = "ok" if proc.returncode == 0 else f"exit {proc.returncode}: " + " / ".join(tail)
+    return "ok" if proc.returncode == 0 else f"exit {proc.returncode}: " + " / ".join(tail)
 
 
 def report(stats: Stats, out: Callable[[str], None] = print) -> None:

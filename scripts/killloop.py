@@ -16,6 +16,8 @@ arrived. At the end every queue is pulled from offset 0:
 - config missing: a topic or subscription group whose creation was acknowledged (created
   while the kill came, a config save can be cut) is not configured after the restarts; a
   restart that does not get ready stops the loop with the server's log
+- at the end, after a clean stop, `rmqd store verify` must pass (consume queues and index
+  consistent with the commit log after all the crash recoveries)
 Unacknowledged sends may or may not be there; they are counted, not judged.
 
     scripts/killloop.py --cycles 50
@@ -37,7 +39,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fuzz_live  # noqa: E402  (scripts/fuzz_live.py: the rmqd subprocess and its ready line)
-from fuzz_live import Client, Server, _addr, _send_ext  # noqa: E402
+from fuzz_live import Client, Server, _addr, _send_ext, store_verify  # noqa: E402
 from wire.codes import RequestCode, ResponseCode  # noqa: E402
 from wire.frame import FrameDecoder, encode_frame, make_request  # noqa: E402
 from wire.message import decode_messages, encode_batch, encode_properties  # noqa: E402
@@ -76,9 +78,11 @@ class Result:
     groups_acked: set[str] = field(default_factory=set)  # UPDATE_AND_CREATE_SUBSCRIPTIONGROUP answered SUCCESS
     config_missing: list[str] = field(default_factory=list)
     restart_failed: str = ""  # the server did not get ready after a SIGKILL: its log's tail
+    verify: str = "not run"  # `rmqd store verify` after the final clean stop: "ok" or what it found
 
     def ok(self) -> bool:
-        return not (self.missing or self.duplicates or self.moved or self.config_missing or self.restart_failed)
+        return not (self.missing or self.duplicates or self.moved or self.config_missing or self.restart_failed
+                    or self.verify not in ("ok", "not run"))
 
 
 async def producer(addr: str, pid: int, cycle: int, rng: random.Random, res: Result, window: int) -> None:
@@ -261,6 +265,8 @@ def run(cycles: int, seed: int, workdir: Path, producers: int = 4, window: int =
             queues = trio.run(read_all, server.broker)
             check(res, queues)
             trio.run(check_config, server.broker, res)
+            server.stop()
+            res.verify = store_verify(server)  # consume queues and index consistent after all the crashes
     finally:
         server.stop()
     res.seconds = time.monotonic() - started
@@ -279,6 +285,7 @@ def report(res: Result) -> None:
     print(f"unacked but present {res.unacked_present} of {len(res.unacked_keys)}")
     print(f"config              {len(res.topics_acked)} topics and {len(res.groups_acked)} groups acknowledged, "
           f"{len(res.config_missing)} missing after the restarts")
+    print(f"store verify        {res.verify}")
     print(f"kill -> ready       min {rs[0]:.2f} s, median {statistics.median(rs):.2f} s, max {rs[-1]:.2f} s")
     print(f"duration            {res.seconds:.0f} s")
     if res.restart_failed:

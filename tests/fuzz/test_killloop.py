@@ -35,4 +35,5 @@ def test_acknowledged_messages_survive_sigkill_exactly_once(tmp_path):
     assert res.found == len(res.acked)
     assert res.topics_acked and res.groups_acked, "no topic or group creation was acknowledged"
     assert res.config_missing == []
+    assert res.verify == "ok"
     assert res.ok()
