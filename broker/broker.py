@@ -31,7 +31,7 @@ from broker.ha_slave import HAClient
 from broker.slave_sync import SlaveSynchronize, get_all_delay_offset
 from broker.remoting_client import BrokerOuterAPI, RemotingClient
 from broker.server import RemotingServer
-from broker.tls import TlsAcceptor, TlsConfig
+from broker.tls import TlsAcceptor, TlsConfig, client_stream_wrapper
 from processors.acl_admin import AclAdminProcessor
 from processors.admin import AdminBrokerProcessor
 from processors.client_manager import (
@@ -222,6 +222,7 @@ class BrokerRole:
             main, fast = await self.server.open_listeners([(self.host, s.listen_port), (self.host, s.fast_listen_port)])
             self.bound = {"broker": main, "fast": fast}
             async with RemotingClient("broker-outer") as client:
+                client.stream_wrapper = client_stream_wrapper()  # tls.enable=true: TLS to the name servers
                 self._outer = BrokerOuterAPI(client, BrokerOuterAPI.split_namesrv_addr(s.broker.namesrvAddr),
                                              timeout=s.broker.registerBrokerTimeoutMills / 1000)
                 async with trio.open_nursery() as nursery:

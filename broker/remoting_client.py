@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import zlib
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import trio
 
@@ -42,6 +42,8 @@ class RemotingClient(Dispatcher):
         self._nursery: trio.Nursery | None = None
         self._conns: dict[str, Channel] = {}
         self._connect_lock = trio.Lock()
+        #: stream_wrapper(tcp) -> the stream to speak over (TLS when tls.enable=true: broker/tls.py)
+        self.stream_wrapper: Callable[[trio.SocketStream], Awaitable[trio.abc.Stream]] | None = None
 
     async def __aenter__(self) -> "RemotingClient":
         self._nursery_manager = trio.open_nursery()
@@ -78,6 +80,14 @@ class RemotingClient(Dispatcher):
             if stream is None:
                 raise RemotingConnectError(f"connect to {addr} timed out")
             channel = Channel.from_socket_stream(stream)
+            if self.stream_wrapper is not None:
+                try:
+                    with trio.fail_after(self.connect_timeout):
+                        wrapped = await self.stream_wrapper(stream)
+                except (trio.TooSlowError, trio.BrokenResourceError, OSError) as exc:
+                    await trio.aclose_forcefully(stream)
+                    raise RemotingConnectError(f"TLS handshake with {addr} failed: {exc!r}") from exc
+                channel = Channel(wrapped, local_addr=channel.local_addr)
             channel.remote_addr = addr
             self._conns[addr] = channel
             self._nursery.start_soon(self.run_channel, channel)

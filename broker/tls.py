@@ -157,6 +157,51 @@ def configured_context(cfg: TlsConfig) -> ssl.SSLContext:
     return ctx
 
 
+def client_context(props: Mapping[str, str] | None = None) -> ssl.SSLContext | None:
+    """The context of rmqd's own outgoing connections (broker -> name server), or None when
+    ``tls.enable`` is not true: as a 4.9.8 process, whose NettyClientConfig.useTLS follows it.
+    Test mode and tls.client.authServer=false trust any server certificate (as 4.9.8's
+    InsecureTrustManagerFactory); else tls.client.trustCertPath; tls.client.certPath/keyPath
+    are presented when set."""
+    p = dict(system_properties() if props is None else props)
+    if not _java_bool(p.get("tls.enable", "false")):
+        return None
+    path = Path(p.get("tls.config.file", DEFAULT_CONFIG_FILE))
+    if path.is_file() and os.access(path, os.R_OK):
+        p.update({k: v for k, v in read_properties_file(path).items() if k.startswith("tls.")})
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    trust = p.get("tls.client.trustCertPath")
+    if _java_bool(p.get("tls.test.mode.enable", "true")) or not _java_bool(p.get("tls.client.authServer")) \
+            or not trust:
+        ctx.verify_mode = ssl.CERT_NONE
+    else:
+        try:
+            ctx.load_verify_locations(trust)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"tls.client.trustCertPath={trust}: cannot load: {exc}") from None
+    cert, key = p.get("tls.client.certPath"), p.get("tls.client.keyPath")
+    if cert and key and not _java_bool(p.get("tls.test.mode.enable", "true")):
+        try:
+            ctx.load_cert_chain(cert, key, p.get("tls.client.keyPassword") or None)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"tls.client.certPath={cert} / keyPath={key}: cannot load: {exc}") from None
+    return ctx
+
+
+def client_stream_wrapper(props: Mapping[str, str] | None = None):  # type: ignore[no-untyped-def]
+    """RemotingClient.stream_wrapper speaking TLS when tls.enable=true, else None."""
+    ctx = client_context(props)
+    if ctx is None:
+        return None
+
+    async def wrap(stream: trio.SocketStream) -> trio.abc.Stream:
+        tls = trio.SSLStream(stream, ctx, server_hostname="localhost")
+        await tls.do_handshake()
+        return tls
+    return wrap
+
+
 class TlsAcceptor:
     """RemotingServer stream wrapper: what to serve on a new connection (or None: close it)."""
 

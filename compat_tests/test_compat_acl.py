@@ -119,15 +119,18 @@ def test_signed_clients_work_and_the_rest_is_refused(client: str, acl_server: Rm
 
 
 def _tls_server(base: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> RmqdServer:
-    monkeypatch.setenv("JAVA_OPT", f"-Dtls.server.mode={mode} -Dtls.config.file={base / 'absent.properties'}")
+    # enforcing: the broker's own connection to the name server must speak TLS too (tls.enable)
+    client = " -Dtls.enable=true" if mode == "enforcing" else ""
+    monkeypatch.setenv("JAVA_OPT", f"-Dtls.server.mode={mode} -Dtls.config.file={base / 'absent.properties'}{client}")
     try:
         return RmqdServer(store=base / f"store-{mode}", log_path=base / f"rmqd-{mode}.log").start()
     finally:
         monkeypatch.delenv("JAVA_OPT")
 
 
-@pytest.mark.parametrize("mode,connects", [("permissive", True), ("disabled", False)])
-def test_java_client_with_tls_enabled(mode: str, connects: bool, tmp_path: Path,
+@pytest.mark.parametrize("mode,tls_connects,plain_connects",
+                         [("permissive", True, True), ("disabled", False, True), ("enforcing", True, False)])
+def test_java_client_with_tls_enabled(mode: str, tls_connects: bool, plain_connects: bool, tmp_path: Path,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     _need("java")
     server = _tls_server(tmp_path, mode, monkeypatch)
@@ -136,12 +139,14 @@ def test_java_client_with_tls_enabled(mode: str, connects: bool, tmp_path: Path,
         monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Dtls.enable=true")
         d = _produce("java", server, tmp_path, f"tls_{mode}", b"over-tls", f"tls-{mode}")
         monkeypatch.delenv("JAVA_TOOL_OPTIONS")
-        if connects:
-            assert [e["status"] for e in d.of("sent")] == ["SEND_OK"], d.diagnostics()
-        else:   # a disabled server hangs up on a TLS handshake: the client cannot even get a route
-            assert not d.of("sent") and (d.of("send_error") or d.of("driver_error")), d.diagnostics()
-        plain = _produce("java", server, tmp_path, f"plain_{mode}", b"plain", f"plain-{mode}")
-        assert [e["status"] for e in plain.of("sent")] == ["SEND_OK"], plain.diagnostics()
+        for connects, proc in ((tls_connects, d),
+                               (plain_connects, _produce("java", server, tmp_path, f"plain_{mode}", b"plain",
+                                                         f"plain-{mode}"))):
+            if connects:
+                assert [e["status"] for e in proc.of("sent")] == ["SEND_OK"], proc.diagnostics()
+            else:   # the server hangs up on the handshake/first request: not even a route is got
+                assert not proc.of("sent") and (proc.of("send_error") or proc.of("driver_error")), \
+                    proc.diagnostics()
     finally:
         assert server.stop() == 0
 

@@ -143,3 +143,22 @@ def test_silent_connection_does_not_hold_stop() -> None:
         assert (await _plain(port)).remark == "ok"
         _left_open.append(silent)   # still open and silent while the server stops
     trio.run(_with_server, "permissive", check)
+
+
+def test_outgoing_client_speaks_tls_when_enabled() -> None:
+    from broker.remoting_client import RemotingClient
+    from broker.tls import client_context, client_stream_wrapper
+
+    assert client_stream_wrapper({}) is None and client_context({"tls.enable": "false"}) is None
+
+    async def check(port: int) -> None:
+        async with RemotingClient("tls-client") as client:
+            client.stream_wrapper = client_stream_wrapper({"tls.enable": "true"})
+            answer = await client.invoke(f"127.0.0.1:{port}", make_request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                                                          {"topic": "T"}), 5.0)
+            assert answer.remark == "ok"
+        async with RemotingClient("plain-client") as client:   # enforcing: plaintext is hung up on
+            with pytest.raises(Exception):
+                await client.invoke(f"127.0.0.1:{port}", make_request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                                                     {"topic": "T"}), 2.0)
+    trio.run(_with_server, "enforcing", check)
