@@ -84,7 +84,8 @@ def describe(handle: int) -> dict[str, Any]:
 
 
 def run_produce(case: dict[str, Any]) -> None:
-    producer = Producer(case["group"], timeout=int(case.get("send_timeout_ms", 3000)))
+    producer = Producer(case["group"], timeout=int(case.get("send_timeout_ms", 3000)),
+                        max_message_size=case.get("max_message_size"))  # the C++ default caps bodies at 128 KiB
     producer.set_namesrv_addr(case["namesrv"])
     producer.start()
     emit("started")
