@@ -216,6 +216,9 @@ def _refusal_cases() -> dict[str, tuple[int, dict[str, str], bytes]]:
         "read-only-heartbeat-ok": (34, _sign({}, hb, "readonly1", "12345678"), hb),
         "denied-group-pull": (11, _sign(pull, b"", "nogroup1", "12345678"), b""),
         "denied-topics-heartbeat": (34, _sign({}, hb, "nogroup1", "12345678"), hb),
+        "heartbeat-without-body": (34, _sign({}, b"", "RocketMQ", "12345678"), b""),
+        "denied-group-offset": (15, _sign({"consumerGroup": "cg_cmp", "topic": "aclcmp", "queueId": "0",
+                                           "commitOffset": "1"}, b"", "nogroup1", "12345678"), b""),
     }
 
 
