@@ -217,6 +217,13 @@ def _refusal_cases() -> dict[str, tuple[int, dict[str, str], bytes]]:
         "denied-group-pull": (11, _sign(pull, b"", "nogroup1", "12345678"), b""),
         "denied-topics-heartbeat": (34, _sign({}, hb, "nogroup1", "12345678"), hb),
         "heartbeat-without-body": (34, _sign({}, b"", "RocketMQ", "12345678"), b""),
+        # ACL admin codes (any signed account may send them in 4.9.8): their refusals
+        "acl-update-bad-perm": (50, _sign({"accessKey": "newuser1", "secretKey": "newsecret1", "admin": "false",
+                                           "topicPerms": "tA=WRITE"}, b"", "RocketMQ", "12345678"), b""),
+        "acl-update-short-secret": (50, _sign({"accessKey": "newuser1", "secretKey": "abc"}, b"",
+                                              "RocketMQ", "12345678"), b""),
+        "acl-delete-unknown": (51, _sign({"accessKey": "nobody99"}, b"", "RocketMQ", "12345678"), b""),
+        "acl-white-without-addrs": (53, _sign({}, b"", "RocketMQ", "12345678"), b""),
         "denied-group-offset": (15, _sign({"consumerGroup": "cg_cmp", "topic": "aclcmp", "queueId": "0",
                                            "commitOffset": "1"}, b"", "nogroup1", "12345678"), b""),
     }

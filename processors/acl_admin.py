@@ -21,7 +21,6 @@ import trio
 from processors.acl import AclError
 from wire import fastjson
 from wire.codes import RequestCode, ResponseCode
-from wire.errors import WireError
 from wire.frame import RemotingCommand, make_response
 from wire.javamap import java_hashmap_order
 
@@ -37,11 +36,13 @@ class AclWriter(Protocol):
     def data_versions(self) -> dict[str, dict[str, int]]: ...
 
 
-def _field(request: RemotingCommand, name: str, required: bool = False) -> str | None:
-    value = (request.ext_fields or {}).get(name)
-    if value is None and required:
-        raise WireError(f"the custom field <{name}> is null")
-    return value
+def _field(request: RemotingCommand, name: str) -> str | None:
+    """A header field; a missing one is null, as 4.9.8's decoder skips it (no refusal there)."""
+    return (request.ext_fields or {}).get(name)
+
+
+def _jstr(value: str | None) -> str:
+    return "null" if value is None else value
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -79,7 +80,7 @@ class AclAdminProcessor:
         return make_response(request, ResponseCode.SUCCESS, None)
 
     async def update_and_create_acl_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        ak = _field(request, "accessKey", required=True)
+        ak = _field(request, "accessKey")
         config = {
             "accessKey": ak, "secretKey": _field(request, "secretKey"),
             "whiteRemoteAddress": _field(request, "whiteRemoteAddress"),
@@ -89,23 +90,24 @@ class AclAdminProcessor:
             "topicPerms": _split(_field(request, "topicPerms")),
             "groupPerms": _split(_field(request, "groupPerms")),
         }
-        remark = f"The accesskey[{ak}] corresponding to accessConfig has been updated failed."
+        remark = f"The accesskey[{_jstr(ak)}] corresponding to accessConfig has been updated failed."
         return await self._run(request, ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED, remark,
                                lambda: self.service.update_account(config))  # type: ignore[union-attr]
 
     async def delete_acl_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        ak = _field(request, "accessKey", required=True) or ""
+        ak = _field(request, "accessKey")
         log.info("DeleteAccessConfig called by %s", ctx.remote_addr)
-        remark = f"The accesskey[{ak}] corresponding to accessConfig has been deleted failed."
+        remark = f"The accesskey[{_jstr(ak)}] corresponding to accessConfig has been deleted failed."
         return await self._run(request, ResponseCode.DELETE_ACL_CONFIG_FAILED, remark,
-                               lambda: self.service.delete_account(ak))  # type: ignore[union-attr]
+                               lambda: self.service.delete_account(ak or ""))  # type: ignore[union-attr]
 
     async def update_global_white_addrs_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        addrs = _field(request, "globalWhiteAddrs", required=True)
-        path = _field(request, "aclFileFullPath", required=True)
-        remark = f"The globalWhiteAddresses[{addrs}] has been updated failed."
+        addrs = _field(request, "globalWhiteAddrs")
+        path = _field(request, "aclFileFullPath")   # missing: the default file, as 4.9.8
+        remark = f"The globalWhiteAddresses[{_jstr(addrs)}] has been updated failed."
+        white = _split(addrs)
         return await self._run(request, ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED, remark,
-                               lambda: self.service.update_global_white(_split(addrs) or [], path))  # type: ignore[union-attr]
+                               lambda: white is not None and self.service.update_global_white(white, path))  # type: ignore[union-attr]
 
     async def get_broker_cluster_acl_info(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
         if self.service is None:

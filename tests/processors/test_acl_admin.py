@@ -88,8 +88,20 @@ def test_update_delete_and_white_list(tmp_path: Path) -> None:
         r = await call(make_request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, outside))
         assert r.code == ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
         assert (home.parent / "elsewhere.yml").read_text() == ""
-        r = await call(make_request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, {"globalWhiteAddrs": "1.1.1.1"}))
-        assert r.code == ResponseCode.SYSTEM_ERROR and r.remark == "the custom field <aclFileFullPath> is null"
+        # a missing aclFileFullPath is the default file (4.9.8's decoder skips the missing field)
+        r = await call(make_request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, {"globalWhiteAddrs": "127.0.0.1"}))
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        assert yaml.safe_load(acl_file.read_text())["globalWhiteRemoteAddresses"] == ["127.0.0.1"]
+        r = await call(make_request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, {}))
+        assert (r.code, r.remark) == (ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+                                      "The globalWhiteAddresses[null] has been updated failed.")
+        r = await call(make_request(RequestCode.DELETE_ACL_CONFIG, {}))
+        assert (r.code, r.remark) == (ResponseCode.DELETE_ACL_CONFIG_FAILED,
+                                      "The accesskey[null] corresponding to accessConfig has been deleted failed.")
+        r = await call(make_request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, {"secretKey": "12345678"}))
+        assert (r.code, r.remark) == (ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED,
+                                      "The accessKey=null and secretKey=12345678 cannot be null and length should "
+                                      "longer than 6")
         # 54 GET_BROKER_CLUSTER_ACL_CONFIG: not a code 4.9.8's broker handles
         r = await call(make_request(54, {}))
         assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
