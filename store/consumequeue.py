@@ -34,6 +34,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
+from array import array
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, NamedTuple, Sequence
 
@@ -139,13 +141,11 @@ class ConsumeQueue:
         index = max(len(files) - 3, 0)
         mf = files[index]
         while True:
-            file_offset = 0
-            for i, (offset, size, _tags) in enumerate(_UNIT.iter_unpack(mf.mm)):
-                if offset >= 0 and size > 0:
-                    file_offset = (i + 1) * CQ_STORE_UNIT_SIZE
-                    self.max_physic_offset = offset + size
-                else:
-                    break
+            valid = valid_unit_prefix(mf.mm, mf.file_size // CQ_STORE_UNIT_SIZE)
+            file_offset = valid * CQ_STORE_UNIT_SIZE
+            if valid:
+                offset, size, _tags = _UNIT.unpack_from(mf.mm, file_offset - CQ_STORE_UNIT_SIZE)
+                self.max_physic_offset = offset + size
             if file_offset == self.mapped_file_size and index + 1 < len(files):
                 index += 1
                 mf = files[index]
@@ -167,21 +167,22 @@ class ConsumeQueue:
             if mf is None:
                 return
             mf.wrote_position = mf.flushed_position = 0
-            for i, (offset, size, _tags) in enumerate(_UNIT.iter_unpack(mf.mm)):
-                pos = i * CQ_STORE_UNIT_SIZE
-                if i == 0:
-                    if offset >= phy_offset:
-                        mfq.delete_last_mapped_file()
-                        break
-                elif not (offset >= 0 and size > 0) or offset >= phy_offset:
-                    self._zero_tail(mf, pos)
-                    return
-                mf.wrote_position = mf.flushed_position = pos + CQ_STORE_UNIT_SIZE
-                self.max_physic_offset = offset + size
-                if mf.wrote_position == self.mapped_file_size:
-                    return
-            else:
+            units = mf.file_size // CQ_STORE_UNIT_SIZE
+            if units == 0:
                 return
+            offset, size, _tags = _UNIT.unpack_from(mf.mm, 0)
+            if offset >= phy_offset:  # the whole file points past the end (unit 0 is not validated, as Java)
+                mfq.delete_last_mapped_file()
+                continue
+            # units 1.. stay while valid and before phy_offset
+            valid = 1 + valid_unit_prefix(memoryview(mf.mm)[CQ_STORE_UNIT_SIZE:], units - 1)
+            keep = 1 + _first_offset_at_least(mf.mm, 1, valid, phy_offset)
+            last_offset, last_size, _ = _UNIT.unpack_from(mf.mm, (keep - 1) * CQ_STORE_UNIT_SIZE)
+            mf.wrote_position = mf.flushed_position = keep * CQ_STORE_UNIT_SIZE
+            self.max_physic_offset = last_offset + last_size
+            if keep < units:
+                self._zero_tail(mf, keep * CQ_STORE_UNIT_SIZE)
+            return
 
     @staticmethod
     def _zero_tail(mf, pos: int) -> None:
@@ -422,6 +423,79 @@ def iter_unit_bytes(data: bytes | memoryview, file_name: str, file_from_offset: 
     for i, (offset, size, tags) in enumerate(_UNIT.iter_unpack(data[:n])):
         pos = i * CQ_STORE_UNIT_SIZE
         yield CqUnit(file_name, pos, (file_from_offset + pos) // CQ_STORE_UNIT_SIZE, offset, size, tags)
+
+
+def valid_unit_prefix(buf, units: int) -> int:
+    """How many leading units of ``buf`` are valid (offset >= 0 and size > 0), exactly as a
+    unit-by-unit scan finds, at C speed: the first all-zero unit (where written data ends)
+    is found with bytes.find, the units before it are checked as big-endian int32 columns
+    with min(), and only a damaged run is bisected."""
+    if units <= 0:
+        return 0
+    data = bytes(buf[:units * CQ_STORE_UNIT_SIZE])
+    end, pos = units, 0
+    while True:  # the first all-zero unit at a unit boundary
+        at = data.find(_ZERO_UNIT, pos)
+        if at < 0:
+            break
+        if at % CQ_STORE_UNIT_SIZE == 0:
+            end = at // CQ_STORE_UNIT_SIZE
+            break
+        pos = at + CQ_STORE_UNIT_SIZE - at % CQ_STORE_UNIT_SIZE
+    if end == 0:
+        return 0
+    arr = array("i")
+    arr.frombytes(data[:end * CQ_STORE_UNIT_SIZE])
+    if sys.byteorder == "little":
+        arr.byteswap()
+    offset_high, sizes = arr[0::5], arr[2::5]  # the offset's sign word, the size
+
+    def ok(k: int) -> bool:
+        return k == 0 or (min(sizes[:k]) > 0 and min(offset_high[:k]) >= 0)
+
+    if ok(end):
+        return end
+    lo, hi = 0, end  # ok(lo), not ok(hi): a damaged unit before the zeros
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+_ZERO_UNIT = bytes(CQ_STORE_UNIT_SIZE)
+
+
+def _first_offset_at_least(buf, first: int, end: int, phy_offset: int) -> int:
+    """Units [first, end) of ``buf``: how many lead with a commit-log offset below
+    ``phy_offset`` - what a forward scan finds. Units ascend by offset as dispatch writes
+    them, so the answer is bisected and then confirmed at C speed (max over the units
+    before it, as unsigned int32 columns); units out of order fall back to the scan."""
+    n = end - first
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _UNIT.unpack_from(buf, (first + mid) * CQ_STORE_UNIT_SIZE)[0] < phy_offset:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo == 0:
+        return 0
+    arr = array("I")
+    arr.frombytes(bytes(buf[first * CQ_STORE_UNIT_SIZE:(first + lo) * CQ_STORE_UNIT_SIZE]))
+    if sys.byteorder == "little":
+        arr.byteswap()
+    high, low = arr[0::5], arr[1::5]
+    top = max(high)
+    if top < phy_offset >> 32 or (top == phy_offset >> 32 and min(high) == top
+                                   and max(low) < phy_offset & 0xFFFFFFFF):
+        return lo
+    for k in range(n):  # out of order: the scan itself
+        if _UNIT.unpack_from(buf, (first + k) * CQ_STORE_UNIT_SIZE)[0] >= phy_offset:
+            return k
+    return n
 
 
 def load_consume_queues(consumequeue_dir: str | os.PathLike,
