@@ -10,7 +10,7 @@ import trio
 import yaml
 
 from broker_harness import broker_running
-from test_acl import ADMIN_AK, ADMIN_SK, AK, PLAIN_ACL, SK, _signed  # type: ignore[import-not-found]
+from test_acl_validator import ADMIN_AK, ADMIN_SK, AK, PLAIN_ACL, SK, _signed  # type: ignore[import-not-found]
 from wire.codes import RequestCode, ResponseCode
 from wire.frame import make_request
 
