@@ -42,6 +42,7 @@ from processors.common import (
     java_hashmap_order,
 )
 from processors.names import guard_names
+from processors.send import wait_flushed
 from store.commitlog import MessageExtBrokerInner
 from wire.codes import RequestCode, ResponseCode
 from wire.frame import RemotingCommand, make_response
@@ -109,6 +110,10 @@ class EndResult:
     code: int
     remark: str | None = None
     wrote: list[str] = field(default_factory=list)  # what was written, for tests/logs
+    #: end offset of the committed copy when the answer must wait until it is durable /
+    #: replicated: 4.9.8's final message takes the half's properties, WAIT included, so its
+    #: putMessage waits for SYNC_FLUSH and SYNC_MASTER (and answers SUCCESS either way)
+    wait_until: int | None = None
 
 
 class TransactionalMessageService:
@@ -263,7 +268,10 @@ class TransactionalMessageService:
                 return EndResult(code, remark)
             self.put_op_message(half)
             self._remember(half, kind)
-            return EndResult(ResponseCode.SUCCESS, None, ["commit", "op"])
+            append = result.appendMessageResult
+            wait = half.properties.get(MessageConst.PROPERTY_WAIT_STORE_MSG_OK, "true") != "false"
+            return EndResult(ResponseCode.SUCCESS, None, ["commit", "op"],
+                             append.wroteOffset + append.wroteBytes if wait and append is not None else None)
 
     @staticmethod
     def _check_prepare_message(half: MessageRecord, h: EndTransactionRequestHeader) -> str | None:
@@ -525,7 +533,20 @@ class EndTransactionProcessor:
         result = await trio.to_thread.run_sync(self.service.end_transaction, h)
         if result is None:
             return None
+        if result.wait_until is not None:
+            await self._wait_durable(result.wait_until)
         return make_response(request, result.code, result.remark)
+
+    async def _wait_durable(self, offset_end: int) -> None:
+        """SYNC_FLUSH / SYNC_MASTER: the answer waits for the flush and the slave; their
+        timeouts still answer SUCCESS, as sendFinalMessage maps them."""
+        cfg = self.broker.message_store_config
+        timeout = int(getattr(cfg, "syncFlushTimeout", 5000))
+        if getattr(cfg, "flushDiskType", "ASYNC_FLUSH") == "SYNC_FLUSH":
+            await wait_flushed(self.broker.store, offset_end, timeout)
+        ha = getattr(self.broker, "ha_service", None)
+        if str(getattr(cfg, "brokerRole", "")) == "SYNC_MASTER" and ha is not None:
+            await ha.wait_replicated(offset_end, timeout)
 
 
 class TransactionalMessageCheckService:

@@ -308,3 +308,33 @@ def test_sigkill_snapshot_keeps_outcomes(tmp_path: Path) -> None:
         assert len(crashed.messages("TxTopic", 1)) == 1
     finally:
         crashed.close()
+
+
+def test_commit_on_a_sync_master_waits_for_the_slave(tx: TxHarness) -> None:
+    """4.9.8's final message takes the half's properties (WAIT=true), so on a SYNC_MASTER its
+    putMessage waits for the slave; a slave timeout still answers SUCCESS (sendFinalMessage)."""
+    waited: list[tuple[int, int]] = []
+
+    class FakeHA:
+        async def wait_replicated(self, offset_end: int, timeout_ms: int) -> str:
+            waited.append((offset_end, timeout_ms))
+            return "FLUSH_SLAVE_TIMEOUT"
+
+    broker = SimpleNamespace(message_store_config=SimpleNamespace(brokerRole="SYNC_MASTER", flushDiskType="ASYNC_FLUSH",
+                                                                  syncFlushTimeout=1234),
+                             ha_service=FakeHA(), store=tx.store)
+    proc = EndTransactionProcessor(broker, tx.service)
+    qo, phy = tx.half("S1")
+
+    async def main() -> None:
+        req = RemotingCommand(code=RequestCode.END_TRANSACTION, opaque=3, ext_fields=EndTransactionRequestHeader(
+            producerGroup="pg", tranStateTableOffset=qo, commitLogOffset=phy, commitOrRollback=8,
+            fromTransactionCheck=False, msgId="S1").to_ext())
+        resp = await proc.end_transaction(None, req)
+        assert resp.code == ResponseCode.SUCCESS
+        committed = tx.messages("TxTopic", 1)[-1]
+        assert waited == [(committed.physical_offset + committed.total_size, 1234)]
+        rollback = await proc.end_transaction(None, req)  # already resolved: nothing new to wait for
+        assert rollback.code == ResponseCode.SUCCESS and len(waited) == 1
+
+    trio.run(main)
