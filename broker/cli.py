@@ -70,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify = st_sub.add_parser("verify", help="check every record, consume-queue unit and index entry")
     verify.add_argument("store_dir")
     verify.add_argument("-c", "--config", help="broker.conf the store was written with (file sizes, messageDelayLevel)")
+    verify.add_argument("--against", metavar="OTHER", help="also compare the commit log byte for byte with the store "
+                                                          "OTHER (a replica, a copy) where both have data")
     repair = st_sub.add_parser("repair-config", help="move damaged config/*.json aside; restore from .bak or "
                                                      "rebuild topics and groups from consumequeue/")
     repair.add_argument("store_dir", nargs="?", help="store directory (default: storePathRootDir of -c)")
@@ -277,6 +279,15 @@ def _run_store(args: argparse.Namespace) -> int:
         for problem in tools.verify(str(store_dir), config, progress=progress):
             count += 1
             print(_problem_line(problem))
+        if args.against:
+            if not Path(args.against).is_dir():
+                raise CliError(f"store {args.against} does not exist or is not a directory")
+            diffs, compared = tools.compare_commit_logs(str(store_dir), args.against, config, config)
+            for problem in diffs:
+                count += 1
+                print(_problem_line(problem))
+            if not diffs:
+                print(f"commit logs of {store_dir} and {args.against} are identical over {compared}")
         if count:
             print(f"{count} problem(s) found in {store_dir}", file=sys.stderr)
             return EXIT_ERROR
