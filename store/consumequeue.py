@@ -118,7 +118,7 @@ class ConsumeQueue:
         self.store_path = Path(store_path)
         self.queue_dir = self.store_path / topic / str(queue_id)
         self.mapped_file_size = mapped_file_size
-        self.mapped_file_queue = MappedFileQueue(self.queue_dir, mapped_file_size)
+        self.mapped_file_queue = MappedFileQueue(self.queue_dir, mapped_file_size, preallocate=False)
         self.max_physic_offset = -1
         self.min_logic_offset = 0
 

@@ -79,3 +79,23 @@ def test_truncate_dirty_logic_files_equals_the_loop(tmp_path_factory, valid, tai
     else:
         assert mf.wrote_position == wrote and cq.max_physic_offset == max_phy
         assert bytes(mf.mm[:wrote]) == buf[:wrote]
+
+
+def test_consume_queue_files_are_sparse_commit_log_files_are_not(tmp_path):
+    """RocketMQ's consume-queue files are sparse; rmqd's were fully allocated, so a topic of
+    1024 queues (BenchmarkTest) took ~6 GB of disk at once."""
+    from store.commitlog import MessageExtBrokerInner
+    from store.config import MessageStoreConfig
+    from store.message_store import DefaultMessageStore
+    s = DefaultMessageStore(MessageStoreConfig(storePathRootDir=str(tmp_path), mappedFileSizeCommitLog=8 << 20))
+    s.load()
+    s.start()
+    try:
+        assert s.put_message(MessageExtBrokerInner("T", 0, b"x")).is_ok()
+        assert s.wait_dispatched()
+    finally:
+        s.shutdown()
+    cq = next((tmp_path / "consumequeue" / "T" / "0").iterdir())
+    assert cq.stat().st_size == 300_000 * CQ_STORE_UNIT_SIZE and cq.stat().st_blocks * 512 < 1 << 20
+    cl = next((tmp_path / "commitlog").iterdir())
+    assert cl.stat().st_blocks * 512 >= 8 << 20
