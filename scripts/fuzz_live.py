@@ -939,8 +939,8 @@ async def fd_exhaustion_check(server: Server, topics: int = 4, headroom: int = 4
                     acked[n].append(body)
         deadline = trio.current_time() + 10
         async with Client(server.broker) as c:
-            await c.invoke(RequestCode.HEART_BEAT, {}, _heartbeat_body("fuzz-fd@1", HEALTH_GROUP, names[0]))
-            for n in names:
+            for n in names:  # the pull (no subscription flag) reads the group's subscription of n
+                await c.invoke(RequestCode.HEART_BEAT, {}, _heartbeat_body("fuzz-fd@1", HEALTH_GROUP, n))
                 while True:
                     r = await c.invoke(RequestCode.PULL_MESSAGE, _pull_ext(n, HEALTH_GROUP, 0, 0))
                     got = [m.body for m in decode_messages(bytes(r.body or b""))] if r.code == ResponseCode.SUCCESS else []

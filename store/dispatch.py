@@ -8,6 +8,7 @@ The same ``dispatch_batch`` is used by crash recovery to rebuild what the crash 
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 import time
@@ -48,6 +49,16 @@ class SkippedRecord(NamedTuple):
     phy_offset: int
     topic: object
     why: str
+
+
+#: OS errors that pass (a resource runs out for a while): dispatch retries them forever, as
+#: RocketMQ's ReputMessageService does, instead of skipping an acknowledged record.
+TRANSIENT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM, errno.EAGAIN,
+                              errno.EINTR, errno.EIO, errno.EBUSY})
+
+
+def is_transient(e: BaseException) -> bool:
+    return isinstance(e, OSError) and e.errno in TRANSIENT_ERRNOS
 
 
 def commit_log_position(phy_offset: int, file_size: int) -> tuple[str, int]:
@@ -142,6 +153,8 @@ class Dispatcher:
             try:
                 put(r)
             except Exception as e:
+                if is_transient(e):
+                    raise  # out of descriptors / space / memory: retried, the record stays due
                 self.skip(r[2], r[0], f"building its {what} entry failed: {type(e).__name__}: {e}")
 
 
@@ -295,6 +308,12 @@ class ReputMessageService:
                 at = self.reput_from_offset
                 failures = failures + 1 if at == failed_at else 1
                 failed_at = at
+                if is_transient(e):  # a resource outage, not this record's fault: wait and retry
+                    if failures == 1 or failures % 60 == 0:
+                        log.error("dispatch at physical offset %d waits for the system: %s: %s (retried every "
+                                  "second)", at, type(e).__name__, e)
+                    time.sleep(1.0)
+                    continue
                 log.error("dispatch at physical offset %d failed (%d in a row): %s: %s",
                           at, failures, type(e).__name__, e)
                 if failures >= SAME_OFFSET_FAILURES_BEFORE_SKIP:

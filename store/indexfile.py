@@ -290,6 +290,19 @@ class IndexFile:
         h = self.header
         count = min(h.indexCount, self.index_num)
         base, mm = self._entries_base, self._mm
+        # the header is written once per dispatch batch: after a SIGKILL, entries of the last
+        # batch may lie past its indexCount (and slots point at them). Take them in first, so
+        # they are rolled back like any other instead of being overwritten under live slots.
+        last_off = _ENTRY.unpack_from(mm, base + (count - 1) * INDEX_ENTRY_SIZE)[1] if count > 1 else -1
+        while count < self.index_num:
+            key_hash, off, time_diff, prev = _ENTRY.unpack_from(mm, base + count * INDEX_ENTRY_SIZE)
+            if (key_hash == 0 and off == 0 and time_diff == 0 and prev == 0) or off < last_off or prev >= count:
+                break
+            if prev <= INVALID_INDEX:
+                h.hashSlotCount += 1  # what its put added to the header that was never written
+            last_off = off
+            count += 1
+        h.indexCount = count
         lo, hi = 1, count  # first entry at or after the limit, by binary search
         while lo < hi:
             mid = (lo + hi) // 2
@@ -299,6 +312,7 @@ class IndexFile:
                 hi = mid
         keep = lo
         if keep >= count:
+            self._write_header()
             return keep - 1
         for n in range(count - 1, keep - 1, -1):
             key_hash, _off, _td, prev = _ENTRY.unpack_from(mm, base + n * INDEX_ENTRY_SIZE)

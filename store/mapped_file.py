@@ -11,6 +11,7 @@ with a StoreFileError naming the file: serving it would mis-address every record
 
 from __future__ import annotations
 
+import errno
 import logging
 import mmap
 import os
@@ -51,8 +52,10 @@ def create_file_atomically(path: str, size: int, allocate: bool = False,
         if allocate:
             try:
                 os.posix_fallocate(fd, 0, size)
-            except OSError:  # pragma: no cover - file systems without fallocate stay sparse
-                pass
+            except OSError as exc:  # a full disk must fail here, not as SIGBUS on a later write
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                    raise
+                # file systems without fallocate stay sparse
         mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         try:
             if prepare is not None:

@@ -418,12 +418,19 @@ class DefaultMessageStore:
         unit = cq.get_unit(consume_queue_offset)
         return 0 if unit is None else unit[0]
 
+    def _queue_closed(self, topic: str, queue_id: int) -> bool:
+        cq = self.get_consume_queue(topic, queue_id)
+        return cq is None or any(mf.mm.closed for mf in cq.files)
+
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         cq = self.get_consume_queue(topic, queue_id)
         if cq is None:
             return 0
-        return cq.get_offset_in_queue_by_time(timestamp, self.commit_log.pickup_store_timestamp,
-                                              max(self.commit_log.get_min_offset(), 0))
+        try:
+            return cq.get_offset_in_queue_by_time(timestamp, self.commit_log.pickup_store_timestamp,
+                                                  max(self.commit_log.get_min_offset(), 0))
+        except ValueError:  # "mmap closed": the topic was deleted while the search ran
+            return 0
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
         cq = self.get_consume_queue(topic, queue_id)
@@ -487,7 +494,13 @@ class DefaultMessageStore:
         """DefaultMessageStore.getMessage: status, nextBeginOffset, min/max offsets and views of
         the stored records (the pull response body parts, zero-copy). None if shut down."""
         t0 = time.monotonic_ns()
-        res = self._get_message(group, topic, queue_id, offset, max_msg_nums, message_filter)
+        try:
+            res = self._get_message(group, topic, queue_id, offset, max_msg_nums, message_filter)
+        except ValueError:  # "mmap closed": the queue was deleted (or expired) while it was read
+            if self.get_consume_queue(topic, queue_id) is not None and not self._queue_closed(topic, queue_id):
+                raise
+            res = GetMessageResult(next_begin_offset=offset)
+            res.status = GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
         if res is not None:
             self.stats.on_get(res.status is GetMessageStatus.FOUND, res.msg_count,
                               (time.monotonic_ns() - t0) // 1_000_000)

@@ -482,10 +482,9 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, check_cr
     if plen < 0 or p + plen != end:
         raise RecordError(f"properties length {plen} does not match record size {total}", offset=pos, where=where)
     props_raw = bytes(buf[p:p + plen])
-    try:
-        props = decode_properties(props_raw)
-    except WireError as e:
-        raise RecordError(str(e), offset=pos, where=where) from None
+    # a stored record's properties are read as Java reads them (new String(bytes, UTF_8):
+    # replacement characters), so a batch stored with raw non-UTF-8 properties stays readable
+    props = decode_properties(props_raw.decode("utf-8", "replace"))
     if check_crc and read_body and crc32_masked(body) != h[2]:
         raise RecordError(f"body CRC mismatch (stored {h[2]}, computed {crc32_masked(body)})",
                           offset=pos, where=where)

@@ -222,3 +222,53 @@ def test_issue_11_inputs_on_a_live_broker_then_sigkill_and_restart(tmp_path):
         assert "LiveGoodG" in json.dumps(groups)
     finally:
         srv.stop()
+
+
+def test_acknowledged_sends_survive_descriptor_exhaustion(tmp_path):
+    """rmqd out of file descriptors while sends arrive on an open connection (consume-queue
+    files cannot be created): whatever was acknowledged is pullable once descriptors are back
+    (a transient OSError in dispatch is retried, never a reason to pass a record over), the
+    broker recovers and logs no request traceback."""
+    srv = fuzz_live.Server(tmp_path / "w")
+    srv.start()
+    try:
+        assert trio.run(fuzz_live.fd_exhaustion_check, srv) == "ok"
+        assert srv.alive()
+    finally:
+        srv.stop()
+
+
+#: F1: SEND_BATCH_MESSAGE whose inner message's properties are not UTF-8 (KEYS "\xdc\xd8x"); Java
+#: stores the property bytes as sent and reads them back with U+FFFD replacement
+F1_FRAME = bytes.fromhex(
+    "00000194000001627b22636f6465223a203332302c20226578744669656c6473223a207b2261223a202246757a7a50726f"
+    "64756365725a3971222c202262223a202250726f626554222c202263223a2022544257313032222c202264223a202234222c"
+    "202265223a202230222c202266223a202230222c202267223a202231373935303030303030303030222c202268223a202230"
+    "222c202269223a2022544147535c7530303031546167415c75303030324b4559535c75303030316b315c7530303032574149"
+    "545c753030303174727565222c20226a223a202230222c20226b223a202266616c7365222c20226d223a202274727565222c"
+    "20226e223a202262726f6b65722d61227d2c2022666c6167223a20302c20226c616e6775616765223a20224a415641222c20"
+    "226f7061717565223a20312c202273657269616c697a655479706543757272656e74525043223a20224a534f4e222c202276"
+    "657273696f6e223a203339357d0000002e00000000000000000000000000000002623100164b45595301dcd87802554e4951"
+    "5f4b45590141424302")
+
+
+def test_batch_message_with_non_utf8_properties_is_readable_everywhere(tmp_path):
+    """The stored record is valid for 4.9.8: send-back works, `rmqd store verify` and `dump` pass."""
+    import subprocess
+    srv = fuzz_live.Server(tmp_path / "w")
+    srv.start()
+    try:
+        resp = _exchange(srv.broker, F1_FRAME)
+        assert resp.code == 0, resp.remark
+        offset = int(resp.ext_fields["msgId"][16:], 16)
+        back = _exchange(srv.broker, fuzz_live.json_frame(36, {
+            "offset": str(offset), "group": "ProbeG", "delayLevel": "0", "originMsgId": resp.ext_fields["msgId"],
+            "originTopic": "ProbeT", "unitMode": "false", "maxReconsumeTimes": "16"}, b"", opaque=3))
+        assert back.code == 0, back.remark
+        _assert_clean(srv)
+    finally:
+        srv.stop()
+    for cmd in (["verify", "-c", str(srv.workdir / "broker.conf")], ["dump"]):
+        p = subprocess.run([sys.executable, "-m", "broker", "store", *cmd, str(srv.workdir / "store")],
+                           cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, (cmd, p.stdout[-500:], p.stderr[-500:])

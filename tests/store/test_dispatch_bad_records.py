@@ -151,7 +151,7 @@ def test_one_failing_consume_queue_write_skips_only_that_record(tmp_path, monkey
 
         def put(self, units):
             if any(u[2] == poisoned for u in units):
-                raise OSError(28, "No space left on device")
+                raise ValueError("a unit that cannot be written")  # not a transient OS error
             return real(self, units)
 
         monkeypatch.setattr(ConsumeQueue, "put_requests", put)
@@ -160,7 +160,7 @@ def test_one_failing_consume_queue_write_skips_only_that_record(tmp_path, monkey
         assert _bodies(s, "Good") == [b"1", b"3"] and first < poisoned
         skipped = s.dispatcher.skipped
         assert [(r.phy_offset, r.topic) for r in skipped] == [(poisoned, "Good")]
-        assert "No space left on device" in skipped[0].why
+        assert "a unit that cannot be written" in skipped[0].why
     finally:
         s.shutdown()
 
@@ -217,3 +217,75 @@ def test_store_refuses_bad_names_and_creates_nothing(tmp_path, topic):
 def test_commit_log_position_names_the_file():
     assert commit_log_position(0, 1024) == (FILE0, 0)
     assert commit_log_position(1024 * 3 + 7, 1024) == ("00000000000000003072", 7)
+
+
+def test_a_transient_os_error_is_retried_never_skipped(tmp_path, monkeypatch):
+    """Out of file descriptors (or space) is the system's state, not the record's fault: the
+    acknowledged record stays due and is dispatched once the resource is back (H3's F2)."""
+    import errno
+    root = tmp_path / "store"
+    s = _open(root)
+    try:
+        s.reput_service.suspend()
+        first = _good(s, body=b"1")
+        real = ConsumeQueue.put_requests
+        failures = [3]
+
+        def put(self, units):
+            if failures[0] > 0:
+                failures[0] -= 1
+                raise OSError(errno.EMFILE, "Too many open files")
+            return real(self, units)
+
+        monkeypatch.setattr(ConsumeQueue, "put_requests", put)
+        monkeypatch.setattr("store.dispatch.time.sleep", lambda _s: None)
+        s.reput_service.resume()
+        assert s.wait_dispatched(timeout_s=10.0)
+        assert failures[0] == 0 and s.dispatcher.skipped == [] and first == 0
+        assert _bodies(s, "Good") == [b"1"]
+    finally:
+        s.shutdown()
+
+
+def test_a_consume_queue_closed_under_a_reader_answers_as_a_missing_queue(tmp_path):
+    """A topic deleted while SEARCH_OFFSET_BY_TIMESTAMP or a pull reads its queue (H3's F5)."""
+    root = tmp_path / "store"
+    s = _open(root)
+    try:
+        _good(s, body=b"1")
+        assert s.wait_dispatched()
+        cq = s.get_consume_queue("Good", 0)
+        for mf in cq.files:
+            mf.mm.close()  # what the deletion does under the reader's feet
+        assert s.get_offset_in_queue_by_time("Good", 0, 0) == 0
+        s.consume_queue_table.pop("Good")  # the deletion took it out of the table too
+
+        def reading_a_closed_map(*_a):
+            raise ValueError("mmap closed or invalid")
+
+        s._get_message = reading_a_closed_map
+        assert s.get_message("g", "Good", 0, 0, 1).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
+        _good(s, "Other", b"2")
+        assert s.wait_dispatched()
+        with pytest.raises(ValueError):  # a live queue's error is not hidden
+            s.get_message("g", "Other", 0, 0, 1)
+    finally:
+        s.consume_queue_table.pop("Good", None)
+        s.shutdown()
+
+
+def test_a_full_disk_fails_file_creation_instead_of_a_later_sigbus(tmp_path, monkeypatch):
+    """posix_fallocate's ENOSPC used to be swallowed: the sparse file then killed the broker
+    with SIGBUS on a write (H3's F4)."""
+    import errno
+    import os as _os
+    from store.mapped_file import create_file_atomically
+
+    def full(fd, off, size):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_os, "posix_fallocate", full)
+    with pytest.raises(OSError) as info:
+        create_file_atomically(str(tmp_path / "00000000000000000000"), 1 << 20, allocate=True)
+    assert info.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []

@@ -89,3 +89,34 @@ def test_crash_recovery_walks_only_what_the_checkpoint_does_not_cover(tmp_path):
         assert sum(s2.get_max_offset_in_queue(f"T{t}", q) for t in range(3) for q in range(4)) == 7500
     finally:
         s2.shutdown()
+
+
+@settings(max_examples=60, deadline=None)
+@given(plan=PLANS, cut=st.integers(0, 60), lag=st.integers(0, 20))
+def test_rollback_takes_in_entries_past_a_header_the_crash_did_not_write(tmp_path_factory, plan, cut, lag):
+    """The header is written once per batch: a SIGKILL can leave the last entries (and slots
+    pointing at them) past indexCount. The rollback still ends exactly as if the records from
+    the cut on had never been indexed (no entry pointing at itself, hashSlotCount right)."""
+    d = tmp_path_factory.mktemp("idx")
+    cut = min(cut, len(plan))
+    full = IndexFile(d / "full", hash_slot_num=7, index_num=400)
+    part = IndexFile(d / "part", hash_slot_num=7, index_num=400)
+    ts = {}
+    for i, keys in enumerate(plan):
+        phy, t = 1000 + i * 100, 1_700_000_000_000 + i * 1500
+        ts[phy] = t
+        for k in keys:
+            full.put_hash(k, phy, t)
+            if i < cut:
+                part.put_hash(k, phy, t)
+    written = full.header
+    stale = max(written.indexCount - lag, 1)
+    # what a crash leaves: every entry and slot on disk, the header of an earlier batch
+    full.header = type(written)(written.beginTimestamp, written.endTimestamp, written.beginPhyOffset,
+                                written.endPhyOffset, written.hashSlotCount, stale)
+    full.header.hashSlotCount -= sum(1 for n in range(stale, written.indexCount) if full.entry(n).prevIndex == 0)
+    part.write_header()
+    kept = full.rollback_to(1000 + cut * 100, ts.__getitem__)
+    assert kept == part.header.indexCount - 1
+    if kept:
+        assert bytes(full._mm) == bytes(part._mm)

@@ -252,3 +252,16 @@ def test_batch_item_construct_declaration_matches_fast_codec():
     item = BATCH_ITEM.parse(raw)
     assert (item.flag, item.body, item.properties) == (7, b"body", b"KEYS\x01k")
     assert BATCH_ITEM.build(item) == raw
+
+
+def test_stored_properties_that_are_not_utf8_read_as_java_reads_them():
+    """A batch's inner properties are stored raw (as 4.9.8 does); readers decode them with
+    replacement characters like Java's new String(bytes, UTF_8) (H3's F1)."""
+    from wire.message import decode_record, encode_record
+    raw = encode_record(queue_id=0, flag=0, queue_offset=0, physical_offset=0, sys_flag=0, born_timestamp=1,
+                        born_ip=b"\x7f\x00\x00\x01", born_port=1, store_timestamp=2, store_ip=b"\x7f\x00\x00\x01",
+                        store_port=2, reconsume_times=0, prepared_transaction_offset=0, body=b"b", topic="T",
+                        properties=b"KEYS\x01\xdc\xd8x\x02UNIQ_KEY\x01ABC\x02")
+    rec = decode_record(raw, 0)
+    assert rec.properties == {"KEYS": "\ufffd\ufffdx", "UNIQ_KEY": "ABC"}
+    assert rec.body == b"b"
