@@ -62,6 +62,12 @@ def test_sigkill_master_mid_stream_slave_resumes(tmp_path: Path) -> None:
                     acked.append(i)
 
         trio.run(send, 200, 0)
+        # mid-stream: the slave has started receiving (else, empty, it would rightly restart at
+        # the master's last file after the restart, as RocketMQ's rule says), but may be behind
+        started = time.monotonic() + 20
+        while not any(b.strip(b"\0") for b in _files(sstore).values()):
+            assert time.monotonic() < started, "the slave received nothing from the master"
+            time.sleep(0.02)
         master.kill()  # SIGKILL: no shutdown hook, the slave may be behind
         master.wait(10)
         master = start_master()
