@@ -36,6 +36,8 @@ _NO_API = {
     "transaction": "the C++ wheel's API has no transactional producer",
     "query": "the C++ wheel's API has no queryMessage",
     "view": "the C++ wheel's API has no viewMessage",
+    # librocketmq 1.2.x exports no max-reconsume-times setter: a failing message is retried 16 times
+    "maxreconsumetimes": "the C++ client (librocketmq 1.2.x) cannot set maxReconsumeTimes",
 }
 
 
