@@ -153,10 +153,28 @@ class ApacheRocketMQ:
         return ["java", *HEAP, *JVM_OPENS, *props, "-cp", classpath.read_text().strip(), main, *args]
 
     # -- lifecycle -------------------------------------------------------------------------------
-    def start(self, timeout: float = 90) -> "ApacheRocketMQ":
+    def start(self, timeout: float = 90, attempts: int = 3) -> "ApacheRocketMQ":
+        """Start both; a port taken between choosing it and the JVM binding it (another test's
+        socket) is retried on fresh ports."""
         problem = apache_problem()
         if problem:
             raise RuntimeError(problem)
+        for attempt in range(attempts):
+            try:
+                return self._start_once(timeout)
+            except RuntimeError as exc:
+                if attempt == attempts - 1 or "Address already in use" not in str(exc) + self._logs_tail():
+                    raise
+                self.namesrv_port, self.broker_port = _free_port(), _free_broker_port()
+                self.namesrv_addr = f"127.0.0.1:{self.namesrv_port}"
+                self.broker_addr = f"127.0.0.1:{self.broker_port}"
+        raise AssertionError("unreachable")
+
+    def _logs_tail(self) -> str:
+        return "".join(_tail(self.workdir / "logs" / f"{n}.out") + _tail(self.workdir / "logs" / f"{n}.log")
+                       for n in ("namesrv", "broker"))
+
+    def _start_once(self, timeout: float) -> "ApacheRocketMQ":
         p = self._prepare()
         home, logs, env = p["home"], p["logs"], p["env"]
         self.namesrv = subprocess.Popen(
