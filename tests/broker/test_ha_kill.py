@@ -12,7 +12,7 @@ import trio
 
 from broker.remoting_client import RemotingClient
 from broker_harness import Harness
-from support import free_broker_port, free_port, rmqd, stop, wait_ready
+from support import free_broker_port, free_port, rmqd, run_once, stop, wait_ready
 from wire.codes import ResponseCode
 
 FILE = 64 * 1024
@@ -86,6 +86,11 @@ def test_sigkill_master_mid_stream_slave_resumes(tmp_path: Path) -> None:
         for p in (slave, master):
             code, err = stop(p)
             assert code == 0, err
+        # the operator's check: `rmqd store verify --against` finds the replica equal
+        conf = str(tmp_path / "m.conf")
+        result = run_once("store", "verify", "-c", conf, str(sstore), "--against", str(mstore))
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"commit logs of {sstore} and {mstore} are identical" in result.stdout
     finally:
         for p in procs:
             if p.poll() is None:
