@@ -6,8 +6,10 @@
 (b) an Apache slave of an rmqd master, the same way round.
 Both sides use the same geometry (1 MiB commit-log files; the messages span two files, so a
 file roll with its BLANK record is replicated too). Each slave starts empty after the first
-batch, so it reports offset 0 and the master starts it at the beginning of its last file -
-file 0 here - so the whole log is copied. Imports nothing of rmqd: rmqd is its CLI.
+batch, so it reports offset 0 and the master starts it at the beginning of its last file
+(HAConnection 4.9.8). That is file 0 only while the second batch has not rolled the master
+over, so the second batch is sent once the slave holds the first: then the whole log is
+copied. Imports nothing of rmqd: rmqd is its CLI.
 """
 from __future__ import annotations
 
@@ -98,6 +100,7 @@ def test_rmqd_slave_of_apache_master(tmp_path: Path, java: Java, started: Starte
     slave = rmqd_server(tmp_path, "rmqd-slave", {
         "brokerRole": "SLAVE", "brokerId": "1", "brokerName": "broker-a",
         "haMasterAddress": f"127.0.0.1:{apache.broker_port + 1}"}, started)
+    wait_identical(apache.store_dir, slave.store, "rmqd slave of Apache master, first batch")
     java.produce(apache.namesrv_addr, message_specs("b", 2), "second")  # streamed live
     files = wait_identical(apache.store_dir, slave.store, "rmqd slave of Apache master")
     assert len(files) >= 2  # a file roll (BLANK record) was replicated
@@ -114,6 +117,7 @@ def test_apache_slave_of_rmqd_master(tmp_path: Path, java: Java, started: Starte
         "haMasterAddress": f"127.0.0.1:{master.broker_port + 1}"})
     started.apache.append(apache)
     apache.start()
+    wait_identical(master.store, apache.store_dir, "Apache slave of rmqd master, first batch")
     java.produce(master.namesrv, message_specs("b", 2), "second")  # streamed live
     files = wait_identical(master.store, apache.store_dir, "Apache slave of rmqd master")
     assert len(files) >= 2
