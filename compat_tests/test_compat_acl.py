@@ -1,8 +1,9 @@
 """Issue 13, ACL and TLS with the real clients: an `rmqd serve` with aclEnable=true and a
 RocketMQ-format conf/plain_acl.yml, driven by the Java 4.9.8 client (rocketmq-acl's
 AclClientRPCHook, case fields accessKey/secretKey) and the Go client (primitive.Credentials);
-and a Java client started with -Dtls.enable=true (ClientConfig.useTLS follows
-TlsSystemConfig.tlsEnable) against tls.server.mode permissive and disabled.
+and the Java client started with -Dtls.enable=true (ClientConfig.useTLS follows
+TlsSystemConfig.tlsEnable) and the Go client with WithTls(true) against tls.server.mode
+permissive, disabled and enforcing.
 
 Imports nothing of rmqd: the broker is started from its CLI (broker.conf keys aclEnable and
 rocketmqHome; TLS settings as -D words of JAVA_OPT, the way runbroker.sh passes them).
@@ -128,25 +129,50 @@ def _tls_server(base: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> RmqdS
         monkeypatch.delenv("JAVA_OPT")
 
 
+TLS_CLIENTS = ("java", "go")
+
+
+def _tls_produce(client: str, server: RmqdServer, workdir: Path, topic: str, body: bytes, name: str,
+                 monkeypatch: pytest.MonkeyPatch) -> DriverProc:
+    """A send with the client's TLS switch on: Java's is the system property tls.enable
+    (TlsSystemConfig.tlsEnable -> ClientConfig.useTLS), passed through JAVA_TOOL_OPTIONS, which
+    reaches the driver's JVM unchanged; Go's is producer.WithTls (the driver's case field tls)."""
+    if client == "java":
+        with monkeypatch.context() as m:
+            m.setenv("JAVA_TOOL_OPTIONS", "-Dtls.enable=true")
+            return _produce(client, server, workdir, topic, body, name)
+    return _produce(client, server, workdir, topic, body, name, tls=True)
+
+
+@pytest.mark.parametrize("client", TLS_CLIENTS)
 @pytest.mark.parametrize("mode,tls_connects,plain_connects",
                          [("permissive", True, True), ("disabled", False, True), ("enforcing", True, False)])
-def test_java_client_with_tls_enabled(mode: str, tls_connects: bool, plain_connects: bool, tmp_path: Path,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    _need("java")
+def test_client_with_tls_enabled(client: str, mode: str, tls_connects: bool, plain_connects: bool, tmp_path: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _need(client)
     server = _tls_server(tmp_path, mode, monkeypatch)
     try:
-        # JAVA_TOOL_OPTIONS reaches the driver's JVM unchanged: TlsSystemConfig.tlsEnable -> useTLS
-        monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Dtls.enable=true")
-        d = _produce("java", server, tmp_path, f"tls_{mode}", b"over-tls", f"tls-{mode}")
-        monkeypatch.delenv("JAVA_TOOL_OPTIONS")
+        d = _tls_produce(client, server, tmp_path, f"tls_{mode}", b"over-tls", f"tls-{mode}", monkeypatch)
         for connects, proc in ((tls_connects, d),
-                               (plain_connects, _produce("java", server, tmp_path, f"plain_{mode}", b"plain",
+                               (plain_connects, _produce(client, server, tmp_path, f"plain_{mode}", b"plain",
                                                          f"plain-{mode}"))):
             if connects:
                 assert [e["status"] for e in proc.of("sent")] == ["SEND_OK"], proc.diagnostics()
             else:   # the server hangs up on the handshake/first request: not even a route is got
                 assert not proc.of("sent") and (proc.of("send_error") or proc.of("driver_error")), \
                     proc.diagnostics()
+        if client == "go" and tls_connects:
+            # and a push consumer over TLS gets the message back
+            consumer = DriverProc(client, {"role": "push", "namesrv": server.namesrv, "topic": f"tls_{mode}",
+                                           "group": f"cg_tls_{mode}", "model": "clustering", "expression": "*",
+                                           "deadline_s": 60, "consume_from": "CONSUME_FROM_FIRST_OFFSET",
+                                           "tls": True}, tmp_path, f"push-{mode}").start()
+            try:
+                assert consumer.wait_event("started", 30), consumer.diagnostics()
+                consumer.wait_messages(1, 45)
+                assert [body_of(m) for m in consumer.messages()] == [b"over-tls"], consumer.diagnostics()
+            finally:
+                consumer.stop()
     finally:
         assert server.stop() == 0
 

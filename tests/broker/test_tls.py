@@ -104,27 +104,33 @@ def test_properties_from_java_opt_and_file(tmp_path: Path) -> None:
     assert TlsConfig.load({"tls.config.file": str(tmp_path / "absent")}) == TlsConfig()
 
 
-def test_configured_certificate(tmp_path: Path) -> None:
+def _self_signed(tmp_path: Path, name: str, password: bytes | None = None) -> tuple[Path, Path]:
+    """A self-signed certificate and its key as PEM files (the key encrypted with password)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "rmqd-test")])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
             .serial_number(7).not_valid_before(now - datetime.timedelta(days=1))
             .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
-    (tmp_path / "c.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tmp_path / "k.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                       serialization.BestAvailableEncryption(b"pw")))
-    cfg = TlsConfig(mode=TlsMode.ENFORCING, test_mode=False, cert_path=str(tmp_path / "c.pem"),
-                    key_path=str(tmp_path / "k.pem"), key_password="pw")
+    cert_path, key_path = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    encryption = serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption))
+    return cert_path, key_path
+
+
+def test_configured_certificate(tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path, "rmqd-test", b"pw")
+    cfg = TlsConfig(mode=TlsMode.ENFORCING, test_mode=False, cert_path=str(cert), key_path=str(key), key_password="pw")
 
     async def check(port: int) -> None:
         tcp = await trio.open_tcp_stream("127.0.0.1", port)
-        ctx = ssl.create_default_context(cafile=str(tmp_path / "c.pem"))
+        ctx = ssl.create_default_context(cafile=str(cert))
         ctx.check_hostname = False
         stream = trio.SSLStream(tcp, ctx, server_hostname="rmqd-test")
         try:
@@ -132,6 +138,38 @@ def test_configured_certificate(tmp_path: Path) -> None:
         finally:
             await trio.aclose_forcefully(stream)
         assert answer is not None and answer.remark == "ok"
+        assert await _plain(port) is None
+    trio.run(_with_server, "enforcing", check, cfg)
+
+
+def test_client_certificate_required(tmp_path: Path) -> None:
+    """tls.server.authClient=true with need.client.auth=require and a trust file: a client
+    presenting a trusted certificate is served; one with none, or an untrusted one, is not."""
+    cert, key = _self_signed(tmp_path, "rmqd-server")
+    trusted_cert, trusted_key = _self_signed(tmp_path, "client-ok")
+    other_cert, other_key = _self_signed(tmp_path, "client-other")
+    cfg = TlsConfig(mode=TlsMode.ENFORCING, test_mode=False, cert_path=str(cert), key_path=str(key),
+                    auth_client=True, need_client_auth="require", trust_cert_path=str(trusted_cert))
+
+    async def with_client_cert(port: int, pair: tuple[Path, Path] | None) -> object:
+        ctx = _client_ctx()
+        if pair:
+            ctx.load_cert_chain(str(pair[0]), str(pair[1]))
+        tcp = await trio.open_tcp_stream("127.0.0.1", port)
+        stream = trio.SSLStream(tcp, ctx, server_hostname="localhost")
+        try:
+            await stream.do_handshake()
+            return await _ask(stream)   # TLS 1.3: a refused certificate shows on the first read
+        except (trio.BrokenResourceError, ssl.SSLError, OSError):
+            return None
+        finally:
+            await trio.aclose_forcefully(stream)
+
+    async def check(port: int) -> None:
+        answer = await with_client_cert(port, (trusted_cert, trusted_key))
+        assert answer is not None and answer.remark == "ok"
+        assert await with_client_cert(port, None) is None
+        assert await with_client_cert(port, (other_cert, other_key)) is None
         assert await _plain(port) is None
     trio.run(_with_server, "enforcing", check, cfg)
 

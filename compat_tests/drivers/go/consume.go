@@ -82,6 +82,9 @@ func consumerOptions(c *Case) []consumer.Option {
 	if cred, ok := credentials(c); ok {
 		opts = append(opts, consumer.WithCredentials(cred))
 	}
+	if c.Tls {
+		opts = append(opts, consumer.WithTls(true))
+	}
 	return opts
 }
 

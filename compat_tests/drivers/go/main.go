@@ -39,6 +39,7 @@ type Case struct {
 	OnewayLingerS *float64  `json:"oneway_linger_s"`
 	AccessKey     string    `json:"accessKey"`
 	SecretKey     string    `json:"secretKey"`
+	Tls           bool      `json:"tls"`
 	Instance      string    `json:"instance"`
 	Retries       *int      `json:"retries"`
 	CheckWaitS    *float64  `json:"check_wait_s"`

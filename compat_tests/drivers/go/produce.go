@@ -89,6 +89,9 @@ func producerOptions(c *Case, selector producer.QueueSelector) []producer.Option
 	if cred, ok := credentials(c); ok {
 		opts = append(opts, producer.WithCredentials(cred))
 	}
+	if c.Tls {
+		opts = append(opts, producer.WithTls(true))
+	}
 	return opts
 }
 
