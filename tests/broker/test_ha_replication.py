@@ -18,7 +18,7 @@ from broker.namesrv import NamesrvRole
 from broker.remoting_client import RemotingClient
 from broker_harness import BROKER_NAME, Harness, decode_pull_body, make_settings
 from support import free_broker_port
-from store.tools import verify
+from store.tools import compare_commit_logs, verify
 from wire.codes import RequestCode, ResponseCode
 from wire.ha import encode_report
 
@@ -152,6 +152,33 @@ def test_master_restart_mid_stream_slave_resumes(tmp_path: Path) -> None:
             assert commit_log_files(master) == commit_log_files(slave)
             await slave.stop()
             await master.stop()
+
+    trio.run(main)
+
+
+def test_slave_that_fell_behind_catches_up(tmp_path: Path) -> None:
+    """A slave stopped while the master takes several files of sends, then restarted on its own
+    store: it reports its own offset (not 0), gets everything it missed, file rolls included."""
+    async def main() -> None:
+        async with cluster(90) as c:
+            master = await c.start(settings_for(tmp_path / "m", c.ns_addr, "ASYNC_MASTER"))
+            hm = c.harness(master)
+            slave = await c.start(settings_for(tmp_path / "s", c.ns_addr, "SLAVE"))
+            await send_many(hm, 60)
+            before = await caught_up(master, slave)
+            await slave.stop()
+            await send_many(hm, 500, start=60)  # the slave is now several files behind
+            assert master.store.get_max_phy_offset() - before > 2 * FILE
+            slave = await c.start(settings_for(tmp_path / "s", c.ns_addr, "SLAVE"))
+            assert slave.store.get_max_phy_offset() == before  # resumes from its own end
+            await caught_up(master, slave, timeout=30)
+            assert commit_log_files(master) == commit_log_files(slave)
+            await slave.stop()
+            await master.stop()
+            diffs, compared = await trio.to_thread.run_sync(
+                compare_commit_logs, slave.settings.store.storePathRootDir, master.settings.store.storePathRootDir,
+                slave.settings.store, master.settings.store)
+            assert diffs == [] and "4 file(s)" in compared, compared
 
     trio.run(main)
 
