@@ -468,8 +468,10 @@ class BrokerRole:
             self._nursery.start_soon(self.register_broker_all)
 
     async def delete_topic(self, topic: str) -> None:
-        self.topic_config_manager.delete_topic_config(topic)
+        """The queues first: when the store cannot delete them yet (StoreBusyError, raised to
+        the caller) the topic is left whole, config included."""
         await trio.to_thread.run_sync(self.store.delete_topics, {topic})
+        self.topic_config_manager.delete_topic_config(topic)
 
     def update_subscription_group_from_body(self, body: bytes) -> None:
         if not body:

@@ -16,6 +16,7 @@ from processors.common import (
     is_system_topic, java_hashmap_order, system_topic_remark, validate_group, validate_topic, SYSTEM_TOPIC_SET,
 )
 from processors.names import guard_names
+from store.errors import StoreBusyError
 from wire import fastjson
 from wire.codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode, version_desc
 from wire.errors import WireError
@@ -80,7 +81,10 @@ class AdminBrokerProcessor:
         if refused is not None:
             return refused
         log.info("deleteTopic %s called by %s", h.topic, ctx.channel.remote_addr)
-        await self.broker.delete_topic(h.topic)
+        try:
+            await self.broker.delete_topic(h.topic)
+        except StoreBusyError as exc:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
         return _ok(request)
 
     async def get_all_topic_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:

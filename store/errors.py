@@ -29,4 +29,9 @@ class StoreConfigError(ValueError):
     RocketMQ's does) rather than run without the table and overwrite it at the next save."""
 
 
-__all__ = ["StoreConfigError", "StoreFileError", "StoreLockError", "StoreNameError"]
+class StoreBusyError(RuntimeError):
+    """An operation that must wait for the store (e.g. dispatch to catch up) timed out;
+    nothing was changed and it may be tried again."""
+
+
+__all__ = ["StoreBusyError", "StoreConfigError", "StoreFileError", "StoreLockError", "StoreNameError"]

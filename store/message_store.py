@@ -26,7 +26,7 @@ from store.dispatch import ArrivalListener, Dispatcher, ReputMessageService
 from store.expiry import CLEAN_INITIAL_DELAY_MS, CleanService, disk_partition_space_used_percent
 from store.flush import FlushCallback, FlushService
 from store.indexfile import IndexService
-from store.errors import StoreFileError, StoreLockError, StoreNameError
+from store.errors import StoreBusyError, StoreFileError, StoreLockError, StoreNameError
 from store.stats import StoreStatsService
 from store.recovery import RecoveryReport, recover_abnormally, recover_normally, store_timestamp_at
 from wire.message import SYSFLAG_POSITION, MessageRecord, decode_record, store_timestamp_position
@@ -471,16 +471,29 @@ class DefaultMessageStore:
         """Topics that have a consume queue (loaded from disk or created by dispatch)."""
         return list(self.consume_queue_table)
 
-    def delete_topics(self, topics: Iterable[str]) -> int:
-        """Destroy the consume queues of these topics (DefaultMessageStore.cleanUnusedTopic)."""
+    def delete_topics(self, topics: Iterable[str], dispatch_timeout_s: float = 10.0) -> int:
+        """Destroy the consume queues of these topics (DefaultMessageStore.cleanUnusedTopic).
+
+        Ordered against sends, which 4.9.8 does not do: under the put lock no send can take a
+        queue offset, and every record already written is dispatched before its queue goes.
+        Otherwise a record that got offset N before the delete would be dispatched into the
+        new, empty queue after it, at position N, where a later send of the same offset
+        belongs: a unit pointing at a record with another queue offset. Raises StoreBusyError
+        (nothing deleted) when dispatch does not catch up in time."""
+        topics = set(topics)
         n = 0
-        for t in topics:
-            with self._cq_lock:
-                qs = self.consume_queue_table.pop(t, None)
-            for qid, cq in (qs or {}).items():
-                cq.destroy()
-                self.commit_log.topic_queue_table.pop(f"{t}-{qid}", None)
-                n += 1
+        with self.commit_log.put_message_lock:
+            end = self.commit_log.get_max_offset()
+            if not self.reput_service.wait_dispatched(end, dispatch_timeout_s):
+                raise StoreBusyError(f"dispatch is behind the commit log (at {self.reput_service.reput_from_offset}"
+                                     f" of {end}): topics {sorted(topics)} not deleted, try again")
+            for t in topics:
+                with self._cq_lock:
+                    qs = self.consume_queue_table.pop(t, None)
+                for qid, cq in (qs or {}).items():
+                    cq.destroy()
+                    self.commit_log.topic_queue_table.pop(f"{t}-{qid}", None)
+                    n += 1
         return n
 
     # ---- get ---------------------------------------------------------------------------------
@@ -706,6 +719,6 @@ class DefaultMessageStore:
 
 __all__ = [
     "DefaultMessageStore", "GetMessageResult", "GetMessageStatus", "QueryMessageResult", "TagsMessageFilter",
-    "StoreLockError", "StoreFileError", "MessageExtBrokerInner", "MessageExtBatch", "PutMessageResult",
-    "PutMessageStatus", "DispatchRequest",
+    "StoreBusyError", "StoreLockError", "StoreFileError", "MessageExtBrokerInner", "MessageExtBatch",
+    "PutMessageResult", "PutMessageStatus", "DispatchRequest",
 ]

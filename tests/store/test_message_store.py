@@ -276,3 +276,36 @@ def test_v2_magic_records_are_walked_like_v1(store):
     assert isinstance(info, tuple) and topic in info and 7 in info
     assert store.commit_log.dispatch_info(bytes(4) + rec[4:] + bytes(8), 0) == -1  # bad size
     assert store.put_message(MessageExtBrokerInner(topic, 0, b"x")).putMessageStatus.name == "MESSAGE_ILLEGAL"
+
+
+def test_delete_topic_waits_for_dispatch_of_earlier_sends(tmp_path):
+    """A send that took queue offsets before DELETE_TOPIC_IN_BROKER must be dispatched into the
+    queue that is deleted, never into the new one after it (found by the live fuzzer: a unit
+    pointing at a record with another queue offset)."""
+    from store.errors import StoreBusyError
+    from store.tools import verify
+
+    cfg = _cfg(tmp_path / "s")
+    s = DefaultMessageStore(cfg)
+    s.load()
+    s.start()
+    try:
+        s.reput_service.suspend()   # dispatch lags behind the sends, as under load
+        for i in range(5):
+            assert s.put_message(MessageExtBrokerInner("Q", 0, f"old{i}".encode(), {})).is_ok()
+        with pytest.raises(StoreBusyError, match="not deleted"):
+            s.delete_topics({"Q"}, dispatch_timeout_s=0.2)
+        assert s.commit_log.topic_queue_table["Q-0"] == 5   # nothing changed
+        threading.Timer(0.3, s.reput_service.resume).start()
+        assert s.delete_topics({"Q"}) == 1                   # waited for the five to be dispatched
+        for i in range(3):
+            r = s.put_message(MessageExtBrokerInner("Q", 0, f"new{i}".encode(), {}))
+            assert r.is_ok() and r.appendMessageResult.logicsOffset == i
+        assert s.wait_dispatched()
+        got = s.get_message("g", "Q", 0, 0, 32)
+        assert got.status is GetMessageStatus.FOUND and (got.min_offset, got.max_offset) == (0, 3)
+        msgs = decode_messages(b"".join(bytes(b) for b in got.message_buffers))
+        assert [(m.body, m.queue_offset) for m in msgs] == [(f"new{i}".encode(), i) for i in range(3)]
+    finally:
+        s.shutdown()
+    assert verify(cfg.storePathRootDir, cfg) == []
