@@ -842,11 +842,11 @@ def check_commitlog(split: CommitLogSplit, *, batch_rows: int = DEFAULT_BATCH_RO
 # consume queue
 
 
-def _read_units(path: str, size: int) -> np.ndarray:
+def read_units(path: str, size: int) -> np.ndarray:
     return np.fromfile(path, dtype=L.CQ_DTYPE, count=size // L.CQ_STORE_UNIT_SIZE)
 
 
-def _written(units: np.ndarray) -> np.ndarray:
+def written_units(units: np.ndarray) -> np.ndarray:
     """Units holding a message: size > 0 and not fillPreBlank's (0, Integer.MAX_VALUE, 0)."""
     size = units["size"]
     blank = (units["commitLogOffset"] == 0) & (size == L.INT_MAX) & (units["tagsCode"] == 0)
@@ -856,8 +856,8 @@ def _written(units: np.ndarray) -> np.ndarray:
 def scan_queue_files(files: list[QueueFile]) -> Iterator[pa.RecordBatch]:
     schema = ARROW_SCHEMAS["consumequeue"]
     for qf in files:
-        units = _read_units(qf.path, qf.size)
-        idx = np.flatnonzero(_written(units))
+        units = read_units(qf.path, qf.size)
+        idx = np.flatnonzero(written_units(units))
         if idx.size == 0:
             continue
         u = units[idx]
@@ -879,29 +879,38 @@ def check_queue_files(files: list[QueueFile], file_size: int) -> Iterator[pa.Rec
     """Per file: its length, its name, and no unwritten unit before a written one."""
     probs = _Problems()
     for qf in files:
-        rel = f"{CONSUMEQUEUE_DIR}/{qf.topic}/{qf.queue_id}/{qf.name}"
-        if qf.size % L.CQ_STORE_UNIT_SIZE:
-            probs.add(rel, qf.size - qf.size % L.CQ_STORE_UNIT_SIZE, "cq-file",
-                      f"file length {qf.size} ends inside a {L.CQ_STORE_UNIT_SIZE}-byte unit (truncated)")
-        if file_size and qf.size != file_size:
-            probs.add(rel, min(qf.size, file_size), "cq-file",
-                      f"file length {qf.size} != mappedFileSizeConsumeQueue {file_size}")
-        if file_size and int(qf.name) % file_size:
-            probs.add(rel, 0, "cq-file", f"file name is not a multiple of the file size {file_size}")
-        units = _read_units(qf.path, qf.size)
-        w = _written(units)
-        blank = (units["size"] == L.INT_MAX) & (units["commitLogOffset"] == 0)
-        used = w | blank
-        if used.any():
-            last = int(np.flatnonzero(used)[-1])
-            holes = np.flatnonzero(~used[:last])
-            for h in holes[:20].tolist():
-                probs.add(rel, h * L.CQ_STORE_UNIT_SIZE, "cq-file", "empty unit before written units (hole)")
-            bad = np.flatnonzero(w & ((units["commitLogOffset"] < 0)))
-            for b in bad[:20].tolist():
-                probs.add(rel, b * L.CQ_STORE_UNIT_SIZE, "cq-file", "negative commit-log offset")
+        check_queue_file(qf, read_units(qf.path, qf.size), file_size, probs)
     if probs.rows:
         yield probs.batch()
+
+
+def queue_file_rel(qf: QueueFile) -> str:
+    """The file's path relative to the store root, as problems name it."""
+    return f"{CONSUMEQUEUE_DIR}/{qf.topic}/{qf.queue_id}/{qf.name}"
+
+
+def check_queue_file(qf: QueueFile, units: np.ndarray, file_size: int, probs: "_Problems") -> None:
+    """The file-level checks of one consume-queue file whose units are ``units``."""
+    rel = queue_file_rel(qf)
+    if qf.size % L.CQ_STORE_UNIT_SIZE:
+        probs.add(rel, qf.size - qf.size % L.CQ_STORE_UNIT_SIZE, "cq-file",
+                  f"file length {qf.size} ends inside a {L.CQ_STORE_UNIT_SIZE}-byte unit (truncated)")
+    if file_size and qf.size != file_size:
+        probs.add(rel, min(qf.size, file_size), "cq-file",
+                  f"file length {qf.size} != mappedFileSizeConsumeQueue {file_size}")
+    if file_size and int(qf.name) % file_size:
+        probs.add(rel, 0, "cq-file", f"file name is not a multiple of the file size {file_size}")
+    w = written_units(units)
+    blank = (units["size"] == L.INT_MAX) & (units["commitLogOffset"] == 0)
+    used = w | blank
+    if used.any():
+        last = int(np.flatnonzero(used)[-1])
+        holes = np.flatnonzero(~used[:last])
+        for h in holes[:20].tolist():
+            probs.add(rel, h * L.CQ_STORE_UNIT_SIZE, "cq-file", "empty unit before written units (hole)")
+        bad = np.flatnonzero(w & ((units["commitLogOffset"] < 0)))
+        for b in bad[:20].tolist():
+            probs.add(rel, b * L.CQ_STORE_UNIT_SIZE, "cq-file", "negative commit-log offset")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1002,42 +1011,54 @@ def check_index_files(refs: list[IndexFileRef], hash_slot_num: int | None = None
     reported once per slot, at the slot's position (e.g. a zeroed slot)."""
     probs = _Problems()
     for ref in refs:
-        rel = f"{INDEX_DIR}/{ref.name}"
-        try:
-            v = read_index(ref, hash_slot_num, index_num)
-        except ValueError as e:
-            probs.add(rel, 0, "index", str(e))
-            continue
-        expected = L.index_file_size(v.slot_num, v.index_num)
-        if ref.size != expected:
-            probs.add(rel, min(ref.size, expected), "index", f"file length {ref.size} != {expected} "
-                                                              f"({v.slot_num} slots, {v.index_num} entries)")
-        raw_count = int(v.header["indexCount"])
-        if raw_count < 1 or raw_count > v.index_num:
-            probs.add(rel, 36, "index", f"header indexCount {raw_count} outside 1..{v.index_num}")
-        bad_slots = np.flatnonzero((v.slots < 0) | (v.slots >= v.count))
-        for s in bad_slots[:20].tolist():
-            probs.add(rel, L.INDEX_HEADER_SIZE + s * L.HASH_SLOT_SIZE, "index",
-                      f"slot {s} points to entry {int(v.slots[s])} beyond indexCount {v.count}")
-        if v.count <= 1:
-            continue
-        prev = v.entries["prevIndex"][1:v.count].astype(np.int64)
-        bad_prev = np.flatnonzero((prev < 0) | (prev >= v.count)) + 1
-        for i in bad_prev[:20].tolist():
-            probs.add(rel, int(_index_entry_pos(v, np.int64(i))), "index",
-                      f"entry {i} links to entry {int(v.entries['prevIndex'][i])} beyond indexCount {v.count}")
-        reach = index_reachability(v)
-        lost = np.flatnonzero(~reach[1:]) + 1
-        if lost.size:
-            kh = v.entries["keyHash"][lost].astype(np.int64)
-            slots = np.abs(kh) % v.slot_num
-            order = np.argsort(slots, kind="stable")
-            uniq, first = np.unique(slots[order], return_index=True)
-            counts = np.diff(np.append(first, lost.size))
-            for s, fi, c in zip(uniq.tolist(), first.tolist(), counts.tolist()):
-                i0 = int(lost[order[fi]])
-                probs.add(rel, L.INDEX_HEADER_SIZE + s * L.HASH_SLOT_SIZE, "index",
-                          f"slot {s} (value {int(v.slots[s])}) does not lead to {c} entr{'y' if c == 1 else 'ies'} "
-                          f"of its keys (first: entry {i0} at {int(_index_entry_pos(v, np.int64(i0)))})")
+        v = read_index_checked(ref, hash_slot_num, index_num, probs)
+        if v is not None:
+            check_index_file(ref, v, index_reachability(v) if v.count > 1 else None, probs)
     if probs.rows:
         yield probs.batch()
+
+
+def read_index_checked(ref: IndexFileRef, hash_slot_num: int | None, index_num: int | None,
+                       probs: "_Problems") -> IndexView | None:
+    """read_index, or None with the reason reported (a file whose geometry cannot be told)."""
+    try:
+        return read_index(ref, hash_slot_num, index_num)
+    except ValueError as e:
+        probs.add(f"{INDEX_DIR}/{ref.name}", 0, "index", str(e))
+        return None
+
+
+def check_index_file(ref: IndexFileRef, v: IndexView, reach: np.ndarray | None, probs: "_Problems") -> None:
+    """The checks of one index file read as ``v``; ``reach``: index_reachability(v) (None when
+    the file has no entries)."""
+    rel = f"{INDEX_DIR}/{ref.name}"
+    expected = L.index_file_size(v.slot_num, v.index_num)
+    if ref.size != expected:
+        probs.add(rel, min(ref.size, expected), "index", f"file length {ref.size} != {expected} "
+                                                          f"({v.slot_num} slots, {v.index_num} entries)")
+    raw_count = int(v.header["indexCount"])
+    if raw_count < 1 or raw_count > v.index_num:
+        probs.add(rel, 36, "index", f"header indexCount {raw_count} outside 1..{v.index_num}")
+    bad_slots = np.flatnonzero((v.slots < 0) | (v.slots >= v.count))
+    for s in bad_slots[:20].tolist():
+        probs.add(rel, L.INDEX_HEADER_SIZE + s * L.HASH_SLOT_SIZE, "index",
+                  f"slot {s} points to entry {int(v.slots[s])} beyond indexCount {v.count}")
+    if v.count <= 1 or reach is None:
+        return
+    prev = v.entries["prevIndex"][1:v.count].astype(np.int64)
+    bad_prev = np.flatnonzero((prev < 0) | (prev >= v.count)) + 1
+    for i in bad_prev[:20].tolist():
+        probs.add(rel, int(_index_entry_pos(v, np.int64(i))), "index",
+                  f"entry {i} links to entry {int(v.entries['prevIndex'][i])} beyond indexCount {v.count}")
+    lost = np.flatnonzero(~reach[1:]) + 1
+    if lost.size:
+        kh = v.entries["keyHash"][lost].astype(np.int64)
+        slots = np.abs(kh) % v.slot_num
+        order = np.argsort(slots, kind="stable")
+        uniq, first = np.unique(slots[order], return_index=True)
+        counts = np.diff(np.append(first, lost.size))
+        for s, fi, c in zip(uniq.tolist(), first.tolist(), counts.tolist()):
+            i0 = int(lost[order[fi]])
+            probs.add(rel, L.INDEX_HEADER_SIZE + s * L.HASH_SLOT_SIZE, "index",
+                      f"slot {s} (value {int(v.slots[s])}) does not lead to {c} entr{'y' if c == 1 else 'ies'} "
+                      f"of its keys (first: entry {i0} at {int(_index_entry_pos(v, np.int64(i0)))})")

@@ -1,8 +1,11 @@
 """``rmqd spark verify``: prove a store is consistent (and, with --against, equal to another).
 
-Checks, all run as Spark jobs over the ``rocketmq`` data source:
+Checks 1-3 run as Python tasks on Spark (spark/verify_plan.py: the consume queues and index
+files first, then one task per commit-log split matching its records against their units and
+index entries), so only problems and counts cross into Spark; 4 joins DataFrames of the
+``rocketmq`` data source:
 1. record integrity -- magic codes, sizes, inner lengths, PHYSICALOFFSET, body CRC, the BLANK
-   end-of-file record and the zero tail (data source kind ``problems``);
+   end-of-file record and the zero tail;
 2. consume queues vs the commit log -- every unit points at a record of that topic and queue
    with the same size, queue offset and tag code; queue offsets contiguous; every dispatched
    record (not PREPARED/ROLLBACK) is in its queue (unless its queue's files expired);
@@ -24,12 +27,11 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from spark import scan
+from spark.datasource import parse_options
 from spark.session import read
-from wire.message import MessageSysFlag
+from spark.verify_plan import run_checks
 
 CHECKS = ("records", "consumequeue", "index", "against")
-TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
-DISPATCHED_TYPES = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 
 
 @dataclass(frozen=True, order=True)
@@ -71,6 +73,17 @@ class VerifyReport:
         return all(c.found == 0 for c in self.checks)
 
 
+def _listed(name: str, checked: int, rows: list[tuple[str, int, str, str]], limit: int | None,
+            note: str = "") -> CheckResult:
+    """The problems in file/offset order; with a limit, only the first ``limit`` are listed and
+    the total is counted."""
+    probs = sorted(Problem(f, int(o), c, p) for f, o, c, p in rows)
+    res = CheckResult(name, checked, probs[:limit] if limit else probs, note)
+    if limit and len(probs) >= limit:
+        res.total = len(probs)
+    return res
+
+
 def _result(name: str, checked: int, df: DataFrame, limit: int | None, note: str = "") -> CheckResult:
     """The problems of ``df`` in file/offset order; with a limit, only the first ``limit`` are
     listed and the total is counted."""
@@ -87,96 +100,42 @@ def _physical(df: DataFrame) -> DataFrame:
     return df.withColumn("pos", F.col("file").cast("long") + F.col("filePos"))
 
 
-# --------------------------------------------------------------------------------------------
-# the checks
-
-
 def _lit_problem(check: str, file_col, offset_col, message_col) -> list:
     return [file_col.alias("file"), offset_col.cast("long").alias("offset"), F.lit(check).alias("check"),
             message_col.alias("problem")]
 
 
-def _file_problems(spark: SparkSession, store: str, options: dict) -> DataFrame:
-    return read(spark, store, "problems", **options).cache()
+# --------------------------------------------------------------------------------------------
+# the store's own checks: Python tasks (spark/verify_plan.py); only problems and counts return
+
+RECORD_CHECKS = ("record", "body-crc", "blank-tail")
+QUEUE_CHECKS = ("cq-unit", "cq-order", "cq-missing", "cq-file")
+INDEX_CHECKS = ("index", "index-missing")
 
 
-def check_records(records: DataFrame, file_problems: DataFrame, limit: int | None) -> CheckResult:
-    probs = file_problems.where(F.col("check").isin("record", "body-crc", "blank-tail"))
-    return _result("record integrity", records.count(), probs, limit)
+def store_checks(spark: SparkSession, store: str, options: dict, delay_levels: str | None, checks: set[str],
+                 limit: int | None) -> list[CheckResult]:
+    """Record integrity, consume queues vs commit log and index vs commit log, as asked."""
+    opts = {**options, "path": store}
+    if delay_levels:
+        opts["messageDelayLevel"] = delay_levels
+    found = run_checks(spark.sparkContext, parse_options(opts), checks)
 
+    def rows(kinds: tuple[str, ...]) -> list[tuple[str, int, str, str]]:
+        return [p for p in found.problems if p[2] in kinds]
 
-def check_consume_queues(records: DataFrame, units: DataFrame, file_problems: DataFrame,
-                         limit: int | None) -> CheckResult:
-    """``records``: the verify kind's rows (expectedTagsCode computed by the reader, with the
-    broker's messageDelayLevel)."""
-    cq_loc = F.concat_ws("/", F.lit(scan.CONSUMEQUEUE_DIR), F.col("u.topic"), F.col("u.queueId").cast("string"), F.col("u.file"))
-    rec = records.select("pos", "topic", "queueId", "queueOffset", "totalSize", "sysFlag", "file", "filePos",
-                         "expectedTagsCode")
-    u = units.alias("u")
-    j = u.join(rec.alias("r"), F.col("u.commitLogOffset") == F.col("r.pos"), "left")
-    rloc = F.concat_ws("", F.lit(scan.COMMITLOG_DIR + "/"), F.col("r.file"), F.lit(":"), F.col("r.filePos").cast("string"))
-    found = F.col("r.pos").isNotNull()
-    same = found & (F.col("u.topic") == F.col("r.topic")) & (F.col("u.queueId") == F.col("r.queueId"))
-    # every problem of a unit from one pass over the join (one Spark plan branch, not five)
-    unit_msgs = F.filter(F.array(
-        F.when(~found, F.format_string("unit %d of %s/%d points to commit-log offset %d where no record starts",
-                                       F.col("u.queueOffset"), F.col("u.topic"), F.col("u.queueId"),
-                                       F.col("u.commitLogOffset"))),
-        F.when(found & ~same, F.format_string("unit %d of %s/%d points to a record of %s/%d at %s",
-                                              F.col("u.queueOffset"), F.col("u.topic"), F.col("u.queueId"),
-                                              F.col("r.topic"), F.col("r.queueId"), rloc)),
-        F.when(same & (F.col("u.size") != F.col("r.totalSize")),
-               F.format_string("unit size %d != record size %d at %s", F.col("u.size"), F.col("r.totalSize"), rloc)),
-        F.when(same & (F.col("u.queueOffset") != F.col("r.queueOffset")),
-               F.format_string("unit is queue offset %d but the record at %s has queue offset %d",
-                               F.col("u.queueOffset"), rloc, F.col("r.queueOffset"))),
-        F.when(same & (F.col("u.tagsCode") != F.col("r.expectedTagsCode")),
-               F.format_string("tags code %d != %d expected from the record at %s",
-                               F.col("u.tagsCode"), F.col("r.expectedTagsCode"), rloc)),
-    ), lambda m: m.isNotNull())
-    unit_p = j.select(cq_loc.alias("loc"), F.col("u.filePos").alias("pos"), F.explode(unit_msgs).alias("msg")).select(
-        *_lit_problem("cq-unit", F.col("loc"), F.col("pos"), F.col("msg")))
-    # contiguity: a gap between two consecutive units of a queue
-    w = Window.partitionBy("topic", "queueId").orderBy("queueOffset")
-    seq = units.select("topic", "queueId", "queueOffset", "file", "filePos",
-                       F.lag("queueOffset").over(w).alias("prevOff"), F.lag("file").over(w).alias("prevFile"),
-                       F.lag("filePos").over(w).alias("prevPos"))
-    gaps = seq.where(F.col("prevOff").isNotNull() & (F.col("queueOffset") != F.col("prevOff") + 1)).select(
-        *_lit_problem("cq-order",
-                      F.concat_ws("/", F.lit(scan.CONSUMEQUEUE_DIR), F.col("topic"), F.col("queueId").cast("string"), F.col("prevFile")),
-                      F.col("prevPos") + 20,
-                      F.format_string("queue %s/%d jumps from offset %d to %d",
-                                      F.col("topic"), F.col("queueId"), F.col("prevOff"), F.col("queueOffset"))))
-    # dispatched records missing from their queue (records below a queue's first unit expired with it)
-    bounds = units.groupBy("topic", "queueId").agg(F.min("queueOffset").alias("minOff"))
-    dispatched = records.where((F.col("sysFlag").bitwiseAND(TRAN_MASK)).isin(*DISPATCHED_TYPES))
-    not_in = dispatched.join(units.select(F.col("commitLogOffset").alias("pos")), "pos", "left_anti") \
-        .join(bounds, ["topic", "queueId"], "left") \
-        .where(F.col("minOff").isNull() | (F.col("queueOffset") >= F.col("minOff")))
-    missing = not_in.select(*_lit_problem(
-        "cq-missing", F.concat_ws("/", F.lit(scan.COMMITLOG_DIR), F.col("file")), F.col("filePos"),
-        F.format_string("record of %s/%d queue offset %d is not in its consume queue",
-                        F.col("topic"), F.col("queueId"), F.col("queueOffset"))))
-    files = file_problems.where(F.col("check") == "cq-file")
-    allp = unit_p.unionByName(gaps).unionByName(missing).unionByName(files)
-    return _result("consume queues vs commit log", units.count(), allp, limit)
-
-
-def check_index(records: DataFrame, entries: DataFrame, file_problems: DataFrame, limit: int | None) -> CheckResult:
-    files = file_problems.where(F.col("check") == "index")
-    if not entries.take(1) and files.count() == 0:
-        return CheckResult("index vs commit log", 0, [], note="no index entries: skipped")
-    first_begin = entries.agg(F.min("commitLogOffset")).first()[0] or 0
-    rec = records.where((F.col("sysFlag").bitwiseAND(TRAN_MASK) != MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
-                        & (F.col("pos") >= F.lit(first_begin)))
-    keys = rec.select("pos", F.explode("indexKeys").alias("k")) \
-        .select("pos", "k.key", "k.keyHash")
-    found = entries.where("reachable").select(F.col("commitLogOffset").alias("pos"), "keyHash").distinct()
-    lost = keys.join(found, ["pos", "keyHash"], "left_anti").join(records.select("pos", "file", "filePos"), "pos")
-    lost_p = lost.select(*_lit_problem(
-        "index-missing", F.concat_ws("/", F.lit(scan.COMMITLOG_DIR), F.col("file")), F.col("filePos"),
-        F.format_string("key '%s' (hash %d) of this record is not found in the index", F.col("key"), F.col("keyHash"))))
-    return _result("index vs commit log", keys.count(), lost_p.unionByName(files), limit)
+    results = []
+    if "records" in checks:
+        results.append(_listed("record integrity", found.records, rows(RECORD_CHECKS), limit))
+    if "consumequeue" in checks:
+        results.append(_listed("consume queues vs commit log", found.units, rows(QUEUE_CHECKS), limit))
+    if "index" in checks:
+        index_rows = rows(INDEX_CHECKS)
+        if found.index_entries == 0 and not index_rows:
+            results.append(CheckResult("index vs commit log", 0, [], note="no index entries: skipped"))
+        else:
+            results.append(_listed("index vs commit log", found.index_keys, index_rows, limit))
+    return results
 
 
 # --------------------------------------------------------------------------------------------
@@ -268,15 +227,6 @@ _COMPARED_COLUMNS = ("file", "filePos", "topic", "queueId", "queueOffset", "sysF
                      "reconsumeTimes", "body")
 
 
-def _records(spark: SparkSession, store: str, options: dict, delay_levels: str | None) -> DataFrame:
-    """The narrow per-record rows the queue and index checks join (the verify kind): no body,
-    no property map; the expected tags code and the index keys come computed from the reader."""
-    opts = dict(options)
-    if delay_levels:
-        opts["messageDelayLevel"] = delay_levels
-    return _physical(read(spark, store, "verify", **opts))
-
-
 def _compared(spark: SparkSession, store: str, options: dict) -> DataFrame:
     opts = dict(options)
     opts.update(body="true", checkCrc="false")
@@ -295,26 +245,12 @@ def verify_store(spark: SparkSession, store: str, *, against: str | None = None,
         if not (Path(s) / scan.COMMITLOG_DIR).is_dir():
             raise FileNotFoundError(f"{s}: not a RocketMQ store directory (no {scan.COMMITLOG_DIR}/)")
     options = dict(options or {})
-    fp = _file_problems(spark, store, options)
-    records = _records(spark, store, options, delay_levels).cache()
-    units = read(spark, store, "consumequeue", **options).cache()
-    entries = read(spark, store, "index", **options).cache()
-    try:
-        results = []
-        if "records" in checks:
-            results.append(check_records(records, fp, limit))
-        if "consumequeue" in checks:
-            results.append(check_consume_queues(records, units, fp, limit))
-        if "index" in checks:
-            results.append(check_index(records, entries, fp, limit))
-        if against and "against" in checks:
-            results.append(check_layout(store, against))
-            a = _compared(spark, store, options)
-            b = _compared(spark, against, options)
-            results.append(check_content(a, b, list(ignore_properties or []), limit))
-    finally:
-        for df in (fp, records, units, entries):
-            df.unpersist()
+    results = store_checks(spark, store, options, delay_levels, checks, limit)
+    if against and "against" in checks:
+        results.append(check_layout(store, against))
+        a = _compared(spark, store, options)
+        b = _compared(spark, against, options)
+        results.append(check_content(a, b, list(ignore_properties or []), limit))
     return VerifyReport(store, against, results)
 
 
