@@ -19,6 +19,7 @@ and prints MB/s and MB/s per core, each per-core rate as a fraction of the raw r
 the Spark scans the CPU seconds spent in the JVM and in the Python workers.
 
     .venv/bin/python scripts/bench_spark.py [--size BYTES] [--body-size BYTES] [--dir DIR] [--cores N] [--keep]
+    .venv/bin/python scripts/bench_spark.py --store DIR/store --only verify   # a kept store, verify rows only
 """
 from __future__ import annotations
 
@@ -183,13 +184,23 @@ def _tree_cpu() -> dict[str, float]:
     return out
 
 
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
 def _timed(action) -> tuple[float, dict[str, float]]:
+    """Wall seconds, and CPU seconds of the JVM, the Python workers and this process (the
+    driver: planning, and for verify merging the tasks' results)."""
     c0 = _tree_cpu()
+    d0 = _own_cpu()
     t = time.perf_counter()
     action()
     dt = time.perf_counter() - t
     c1 = _tree_cpu()
-    return dt, {k: c1[k] - c0.get(k, 0.0) for k in c1}
+    out = {k: c1[k] - c0.get(k, 0.0) for k in c1}
+    out["driver"] = _own_cpu() - d0
+    return dt, out
 
 
 def spark_scan(spark, root: Path, schema: str | None = None, **opts) -> tuple[float, dict[str, float]]:
@@ -269,14 +280,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-spark", action="store_true")
     ap.add_argument("--verify-runs", type=int, default=2, help="timed rmqd spark verify runs (best counts)")
     ap.add_argument("--keep", action="store_true", help="keep the generated store")
+    ap.add_argument("--store", default=None, help="use this store (one generated with --keep) instead of generating")
+    ap.add_argument("--only", choices=("all", "verify"), default="all",
+                    help="verify: the raw reads and rmqd spark verify only")
     a = ap.parse_args(argv)
-    root = Path(a.dir or tempfile.mkdtemp(prefix="rmqd-bench-spark-")) / "store"
+    if a.store:
+        a.keep = True
+        root = Path(a.store)
+    else:
+        root = Path(a.dir or tempfile.mkdtemp(prefix="rmqd-bench-spark-")) / "store"
     try:
         t = time.perf_counter()
-        n, data = generate(root, a.size, a.file_size, a.body_size)
+        if a.store:
+            n = reader_scan(root, read_body=False, check_crc=False)[1]
+            print(f"store {root}: {n} messages")
+        else:
+            n, data = generate(root, a.size, a.file_size, a.body_size)
+            print(f"generated {n} messages ({a.body_size}-byte bodies), {data / MiB:.0f} MiB of records "
+                  f"({time.perf_counter() - t:.1f} s)")
         disk = sum(p.stat().st_size for p in (root / "commitlog").iterdir())
-        print(f"generated {n} messages ({a.body_size}-byte bodies), {data / MiB:.0f} MiB of records in {disk / MiB:.0f} MiB of files "
-              f"({time.perf_counter() - t:.1f} s)")
         raw_read(root)  # warm the page cache: every rate below is from memory
         rows = []
         dt, nbytes = min((raw_read(root) for _ in range(3)), key=lambda x: x[0])
@@ -285,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         direct = direct_read(root)
         if direct is not None:
             rows.append(("raw read, disk (O_DIRECT)", 1, direct[0], direct[1], n))
-        for label, kw in [("reader: all columns + crc", {}),
+        for label, kw in [] if a.only == "verify" else [("reader: all columns + crc", {}),
                           ("reader: no crc", {"check_crc": False}),
                           ("reader: no body, no crc", {"read_body": False, "check_crc": False})]:
             dt, r = reader_scan(root, **kw)
@@ -297,11 +319,11 @@ def main(argv: list[str] | None = None) -> int:
             spark = get_session(f"local[{a.cores}]", "rmqd-bench", driver_memory="2g")
             split = str(max(32 * MiB, disk // (a.cores * 4)))
             parts = len(range(0, disk, int(split)))
-            for _ in range(2):  # warm the JVM (class loading, JIT) and the Python workers
+            for _ in range(2 if a.only == "all" else 1):  # warm the JVM (class loading, JIT) and the Python workers
                 spark_scan(spark, root, splitSize=split)
             selected = ("topic STRING, queueId INT, queueOffset BIGINT, storeTimestamp BIGINT, keys STRING, "
                         "bodyLength INT")
-            for label, run in [
+            for label, run in [] if a.only == "verify" else [
                 ("spark: scan, all columns + crc", lambda: spark_scan(spark, root, splitSize=split)),
                 ("spark: scan, no body, no crc",
                  lambda: spark_scan(spark, root, splitSize=split, body="false", checkCrc="false")),
@@ -311,9 +333,10 @@ def main(argv: list[str] | None = None) -> int:
                 dt, cpu = min((run() for _ in range(2)), key=lambda x: x[0])
                 rows.append((f"{label}, local[{a.cores}]", a.cores, dt, disk, n))
                 spark_cpu.append((label, cpu))
-            dt, r = spark_query(spark, root, splitSize=split)
-            assert r == n, (r, n)
-            rows.append((f"spark: aggregate query, local[{a.cores}]", a.cores, dt, disk, r))
+            if a.only == "all":
+                dt, r = spark_query(spark, root, splitSize=split)
+                assert r == n, (r, n)
+                rows.append((f"spark: aggregate query, local[{a.cores}]", a.cores, dt, disk, r))
             if a.verify_runs > 0:
                 label = "spark verify end to end (records+CRC, queues, index)"
                 dt, cpu = min((spark_verify(spark, root, splitSize=split) for _ in range(a.verify_runs)),
@@ -343,10 +366,10 @@ def main(argv: list[str] | None = None) -> int:
         if ver and disk_rate:
             print(f"verify per core / disk: {ver[3] / MiB / ver[2] / ver[1] / disk_rate:.2f} (aim >= 0.5)")
         if spark_cpu:
-            print(f"\n| {'CPU seconds for the whole store':<{w}} | {'JVM':>6} | {'Python':>6} |")
-            print(f"|{'-' * (w + 2)}|{'-' * 8}|{'-' * 8}|")
+            print(f"\n| {'CPU seconds for the whole store':<{w}} | {'JVM':>6} | {'Python':>6} | {'driver':>6} |")
+            print(f"|{'-' * (w + 2)}|{'-' * 8}|{'-' * 8}|{'-' * 8}|")
             for label, cpu in spark_cpu:
-                print(f"| {label:<{w}} | {cpu['jvm']:>6.2f} | {cpu['python']:>6.2f} |")
+                print(f"| {label:<{w}} | {cpu['jvm']:>6.2f} | {cpu['python']:>6.2f} | {cpu['driver']:>6.2f} |")
     finally:
         if not a.keep:
             shutil.rmtree(root.parent, ignore_errors=True)

@@ -19,17 +19,27 @@ import numpy as np
 from wire.javamap import java_string_hash
 
 _INV31 = pow(31, -1, 1 << 32)
+_BLOCK = 1 << 16
 _pow: np.ndarray = np.ones(1, np.uint32)   # 31^j mod 2^32
 _ipow: np.ndarray = np.ones(1, np.uint32)  # 31^-j mod 2^32
 
 
+def _table(x: int, n: int) -> np.ndarray:
+    """x^j mod 2^32 for j < n: a block of powers times the powers of x^block (an outer
+    product: vectorised, where a cumulative product of n items is a serial loop)."""
+    m = (n + _BLOCK - 1) // _BLOCK
+    low = np.cumprod(np.concatenate([np.ones(1, np.uint32), np.full(_BLOCK - 1, x, np.uint32)]), dtype=np.uint32)
+    step = np.uint32(int(low[-1]) * x & 0xFFFFFFFF)  # x^block
+    high = np.cumprod(np.concatenate([np.ones(1, np.uint32), np.full(m - 1, step, np.uint32)]), dtype=np.uint32)
+    return np.multiply.outer(high, low).ravel()[:n]
+
+
 def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """31^j and 31^-j for j < n (cached, grown by doubling)."""
+    """31^j and 31^-j for j < n (cached per process, grown by doubling)."""
     global _pow, _ipow
     if _pow.size < n:
-        size = max(n, 2 * _pow.size)
-        _pow = np.cumprod(np.concatenate([[1], np.full(size - 1, 31)]).astype(np.uint32), dtype=np.uint32)
-        _ipow = np.cumprod(np.concatenate([[1], np.full(size - 1, _INV31)]).astype(np.uint32), dtype=np.uint32)
+        size = max(n, 2 * _pow.size, 1 << 22)
+        _pow, _ipow = _table(31, size), _table(_INV31, size)
     return _pow[:n], _ipow[:n]
 
 

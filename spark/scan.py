@@ -318,7 +318,8 @@ def _gather(u8: np.ndarray, pos: np.ndarray, code: str) -> np.ndarray:
     return u8[idx].view(dt).reshape(-1).astype(dt.newbyteorder("="))
 
 
-_SHORT_BYTES = 256  # mean length up to which _varbinary gathers bytes instead of building views
+_SHORT_BYTES = 64  # mean length up to which _varbinary gathers bytes instead of building views (property
+# strings of ~100 bytes copy faster through views; names, values and topics are shorter)
 _INLINE = np.arange(12)  # Arrow binary_view: values up to 12 bytes live inside the 16-byte view
 
 
@@ -461,12 +462,18 @@ def properties_columns(props: pa.Array, with_map: bool = True,
 
 def _items_named(data: np.ndarray, key_start: np.ndarray, key_len: np.ndarray, name: str) -> np.ndarray:
     """Indexes of the items whose name is ``name``: compared as bytes with numpy (property names
-    are compared exactly, as Java's HashMap.get does)."""
+    are compared exactly, as Java's HashMap.get does). A name of up to 8 bytes is compared as
+    one big-endian word read at each candidate (one memcpy each, not one index per byte)."""
     want = np.frombuffer(name.encode(), dtype=np.uint8)
     cand = np.flatnonzero(key_len == want.size)
     if cand.size == 0:
         return cand
-    same = (data[key_start[cand][:, None] + np.arange(want.size)] == want).all(axis=1)
+    starts = key_start[cand]
+    if want.size <= 8 and data.size >= 8 and int(starts.max()) + 8 <= data.size:
+        words = _overlapping(data, 8)[starts].view(">u8")
+        same = (words >> np.uint64(8 * (8 - want.size))) == np.uint64(int.from_bytes(want.tobytes(), "big"))
+        return cand[same]
+    same = (data[starts[:, None] + np.arange(want.size)] == want).all(axis=1)
     return cand[same]
 
 
@@ -498,13 +505,16 @@ def _hex_upper(rows: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out.tobytes())])
 
 
-def _overlapping(u8: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Every byte position of ``u8`` as the start of a ``dtype`` record (a read-only view with a
-    one-byte stride): indexing it with record positions copies whole heads, one memcpy each."""
-    n = u8.shape[0] - dtype.itemsize + 1
+def _overlapping(u8: np.ndarray, itemsize: int) -> np.ndarray:
+    """Every byte position of ``u8`` as the start of an ``itemsize``-byte opaque item (a
+    read-only view with a one-byte stride): indexing it with record positions copies whole
+    heads, one memcpy each. Opaque (void) items, because numpy copies a structured item field
+    by field, ~4x slower; the copy is viewed as the structured head afterwards."""
+    n = u8.shape[0] - itemsize + 1
+    dt = np.dtype(f"V{itemsize}")
     if n <= 0:
-        return np.zeros(0, dtype)
-    return np.ndarray((n,), dtype=dtype, buffer=u8, offset=0, strides=(1,))
+        return np.zeros(0, dt)
+    return np.ndarray((n,), dtype=dt, buffer=u8, offset=0, strides=(1,))
 
 
 @dataclass
@@ -528,7 +538,14 @@ _INT_FIELDS = tuple(name for name, _t, code in L.RECORD_FIELDS if not code.endsw
 _SIZE = {name: struct.calcsize(">" + L.V4.code[name]) for name in _INT_FIELDS}
 
 
-def _decode_heads(u8: np.ndarray, P: np.ndarray) -> _Decoded:
+_DECODE_NEEDS = ("total_size", "magic", "sys_flag", "body_length")  # what _decode_heads itself reads
+
+
+def _decode_heads(u8: np.ndarray, P: np.ndarray, fields: tuple[str, ...] = _INT_FIELDS) -> _Decoded:
+    """Head fields of the records at ``P``: ``fields`` (default every int field; the ones
+    the decoding itself needs always) as native ints, the host, body, topic and properties
+    positions, and whether the lengths add up."""
+    wanted = [name for name in _INT_FIELDS if name in fields or name in _DECODE_NEEDS]
     n_file = u8.shape[0]
     last = n_file - 1
 
@@ -537,8 +554,8 @@ def _decode_heads(u8: np.ndarray, P: np.ndarray) -> _Decoded:
         return np.minimum(pos, max(n_file - size, 0))
 
     f: dict[str, np.ndarray] = {}
-    view = _overlapping(u8, L.HEAD_DTYPE_V4)
-    heads = view[np.minimum(P, view.shape[0] - 1)] if view.shape[0] else None
+    view = _overlapping(u8, L.HEAD_DTYPE_V4.itemsize)
+    heads = view[np.minimum(P, view.shape[0] - 1)].view(L.HEAD_DTYPE_V4) if view.shape[0] else None
     if heads is not None:
         sys_flag = heads["sys_flag"]
     else:  # a file shorter than a record head: nothing in it is a record (ok is all False)
@@ -548,7 +565,7 @@ def _decode_heads(u8: np.ndarray, P: np.ndarray) -> _Decoded:
     v6 = bool(b6.any() or s6.any()) or heads is None
     if not v6:
         # every field comes from the one gather of whole heads
-        for name in _INT_FIELDS:
+        for name in wanted:
             col = heads[name]
             f[name] = col.astype(col.dtype.newbyteorder("="))
         pos = {name: P + p for name, p in (("born_ip", L.V4.pos["born_ip"]), ("store_ip", L.V4.pos["store_ip"]))}
@@ -556,12 +573,14 @@ def _decode_heads(u8: np.ndarray, P: np.ndarray) -> _Decoded:
     else:
         # IPv6 hosts move every field after them: gather per field at per-record positions
         for name in L.FIXED_FIELDS:
+            if name not in wanted:
+                continue
             f[name] = _gather(u8, within(P + L.V4.pos[name], _SIZE[name]), L.V4.code[name])
         combo = b6.astype(np.int64) * 2 + s6.astype(np.int64)
         tables = [L.POSITIONS[(bool(c >> 1), bool(c & 1))] for c in range(4)]
         pos = {name: P + np.array([t.pos[name] for t in tables])[combo] for name in L.V4.pos}
         head = P + np.array([t.head_size for t in tables])[combo]
-        for name in _INT_FIELDS:
+        for name in wanted:
             if name not in f:
                 f[name] = _gather(u8, within(pos[name], _SIZE[name]), L.V4.code[name])
         heads = None

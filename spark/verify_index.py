@@ -12,13 +12,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spark import scan
+from spark import compact, scan
 from spark.verify_queues import ProblemRow
 
 
 @dataclass
 class Reachable:
-    """(commit-log offset, key hash) of reachable entries, sorted by offset then hash."""
+    """(commit-log offset, key hash) of reachable entries, sorted by offset (a record's keys
+    in any order: whoever looks them up sorts the few pairs of its range)."""
 
     phy: np.ndarray   # int64
     hash: np.ndarray  # int32 (IndexFile's non-negative key hash)
@@ -26,23 +27,28 @@ class Reachable:
     def __len__(self) -> int:
         return int(self.phy.size)
 
+    def __getstate__(self) -> dict:  # offsets in order: int32 steps on the way (spark/compact.py)
+        return {"phy": compact.pack(self.phy), "hash": self.hash}
+
+    def __setstate__(self, state: dict) -> None:
+        self.phy, self.hash = compact.unpack(state["phy"]), state["hash"]
+
     def take(self, idx: slice) -> "Reachable":
         return Reachable(self.phy[idx], self.hash[idx])
 
     @classmethod
     def merge(cls, parts: list["Reachable"]) -> "Reachable":
         """Concatenated in file order (index files follow the commit log, so this is usually
-        sorted already); sorted again only when it is not."""
+        in offset order already); sorted only when it is not."""
         if not parts:
             return cls(np.zeros(0, np.int64), np.zeros(0, np.int32))
-        phy = np.concatenate([p.phy for p in parts])
-        h = np.concatenate([p.hash for p in parts])
-        if phy.size > 1:
-            dp = np.diff(phy)
-            if not ((dp > 0) | ((dp == 0) & (np.diff(h.astype(np.int64)) >= 0))).all():
-                order = np.lexsort((h, phy))
-                phy, h = phy[order], h[order]
-        return cls(phy, h)
+        return cls(np.concatenate([p.phy for p in parts]), np.concatenate([p.hash for p in parts])).by_offset()
+
+    def by_offset(self) -> "Reachable":
+        if self.phy.size > 1 and not (np.diff(self.phy) >= 0).all():
+            order = np.argsort(self.phy, kind="stable")
+            return Reachable(self.phy[order], self.hash[order])
+        return self
 
 
 @dataclass
@@ -75,6 +81,5 @@ def read_index_file(task: IndexTask) -> IndexFileResult:
     # a negative stored hash is no record's (they are abs values): never a match
     r = reach[1:] & (e["keyHash"] >= 0)
     kh = e["keyHash"][r].astype(np.int32)
-    rp = phy[r]
-    order = np.lexsort((kh, rp))
-    return IndexFileResult(Reachable(rp[order], kh[order]), int(e.size), int(phy.min()), probs.rows)
+    # entries are appended in dispatch order: already by offset unless the file is damaged
+    return IndexFileResult(Reachable(phy[r], kh).by_offset(), int(e.size), int(phy.min()), probs.rows)

@@ -24,6 +24,7 @@ from spark.verify_queues import (ProblemRow, QueueGroup, Units, gap_problems, no
                                  queue_table, read_queue_group)
 from spark.verify_records import SplitResult, SplitTask, check_split
 
+TASKS_PER_CORE = 2
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -47,6 +48,26 @@ def _job(sc, fn: Callable[[T], R], items: list[T], what: str) -> list[R]:
     return sc.parallelize(items, len(items)).map(fn).collect()
 
 
+def _check_splits(tasks: list[SplitTask]) -> SplitResult:
+    """A task: several consecutive splits (a Spark task costs ~30 ms of scheduling here, a
+    split of 128 MiB ~0.2 s of work: a few tasks per core keep both the balance and the
+    overhead small)."""
+    out = SplitResult()
+    for t in tasks:
+        r = check_split(t)
+        out.records += r.records
+        out.index_keys += r.index_keys
+        out.problems += r.problems
+    return out
+
+
+def _groups(tasks: list[SplitTask], n: int) -> list[list[SplitTask]]:
+    """``tasks`` in at most ``n`` runs of consecutive splits of about equal bytes."""
+    total = sum(t.split.end - t.split.start for t in tasks)
+    target = max(1, -(-total // max(n, 1)))
+    return scan.group_by_size(tasks, lambda t: t.split.end - t.split.start, target)
+
+
 def _source_task(item: tuple[str, object]) -> tuple[Units, list[ProblemRow]] | IndexFileResult:
     kind, payload = item
     if kind == "queues":
@@ -59,11 +80,9 @@ def run_checks(sc, o: _Options, checks: Iterable[str]) -> Findings:
     checks = set(checks)
     root = o.path
     out = Findings()
-    queue_files: list[str] = []
-    names: list[tuple[str, int]] = []
     items: list[tuple[str, object]] = []
     if "consumequeue" in checks:
-        queue_files, names, groups = plan_queues(root, o.cq_file_size, o.partition_bytes)
+        qf, groups = plan_queues(root, o.cq_file_size, o.partition_bytes)
         items += [("queues", g) for g in groups]
     if "index" in checks:
         items += [("index", IndexTask(ref, o.slot_num, o.index_num)) for ref in scan.index_files(root)]
@@ -77,8 +96,8 @@ def run_checks(sc, o: _Options, checks: Iterable[str]) -> Findings:
         for _u, p in unit_parts:
             out.problems += p
         out.units = len(units)
-        table = queue_table(names, units)
-        out.problems += gap_problems(units, names, queue_files)
+        table = queue_table(qf, units)
+        out.problems += gap_problems(units, qf)
         units = units.take(np.argsort(units.clo, kind="stable"))
     reach = None
     index_from = 0
@@ -101,15 +120,16 @@ def run_checks(sc, o: _Options, checks: Iterable[str]) -> Findings:
         if units is not None:
             a, b = np.searchsorted(units.clo, lo), np.searchsorted(units.clo, hi)
             covered[a:b] = True
-            t.units, t.queues, t.unit_files = units.take(slice(a, b)), table, queue_files
+            t.units, t.queues = units.take(slice(a, b)), table
         if reach is not None:
             a, b = np.searchsorted(reach.phy, lo), np.searchsorted(reach.phy, hi)
             t.index, t.index_from = reach.take(slice(a, b)), index_from
         tasks.append(t)
     if units is not None and table is not None:
         # units pointing outside every commit-log file
-        out.problems += no_record_problems(units, np.flatnonzero(~covered), names, queue_files)
-    results: list[SplitResult] = _job(sc, check_split, tasks, "commit log")
+        out.problems += no_record_problems(units, np.flatnonzero(~covered), table.qf)
+    groups = _groups(tasks, TASKS_PER_CORE * sc.defaultParallelism)
+    results: list[SplitResult] = _job(sc, _check_splits, groups, "commit log")
     for r in results:
         out.records += r.records
         out.index_keys += r.index_keys

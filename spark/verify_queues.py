@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spark import compact
 from spark import layout as L
 from spark import scan
 
@@ -20,18 +21,18 @@ ProblemRow = tuple[str, int, str, str]  # file, offset, check, problem (the prob
 
 @dataclass
 class Units:
-    """Written units, one entry per unit in every array. ``queue`` indexes QueueTable.names,
-    ``file`` the list of queue files (their relative paths name the problems)."""
+    """Written units, one entry per unit in every array; ``file`` indexes QueueTable.files
+    (which gives the unit's queue and the position of the unit in its file). Pickled
+    narrow (spark/compact.py)."""
 
     clo: np.ndarray    # commitLogOffset (int64)
     size: np.ndarray   # int32
     tags: np.ndarray   # tagsCode (int64)
     qoff: np.ndarray   # queue offset of the unit (int64)
-    queue: np.ndarray  # int32
     file: np.ndarray   # int32
-    fpos: np.ndarray   # position of the unit in its file (int64)
 
-    FIELDS = ("clo", "size", "tags", "qoff", "queue", "file", "fpos")
+    FIELDS = ("clo", "size", "tags", "qoff", "file")
+    WIDE = ("clo", "tags", "qoff")
 
     def __len__(self) -> int:
         return int(self.clo.size)
@@ -47,7 +48,34 @@ class Units:
 
     @classmethod
     def empty(cls) -> "Units":
-        return cls(*(np.zeros(0, t) for t in (np.int64, np.int32, np.int64, np.int64, np.int32, np.int32, np.int64)))
+        return cls(*(np.zeros(0, t) for t in (np.int64, np.int32, np.int64, np.int64, np.int32)))
+
+    def __getstate__(self) -> dict:
+        return {f: compact.pack(getattr(self, f)) if f in self.WIDE else getattr(self, f) for f in self.FIELDS}
+
+    def __setstate__(self, state: dict) -> None:
+        for f in self.FIELDS:
+            setattr(self, f, compact.unpack(state[f]) if f in self.WIDE else state[f])
+
+
+@dataclass(frozen=True)
+class QueueFiles:
+    """The consume-queue files of a store, as listed: their relative paths (problems name
+    them), the queue each belongs to and the first byte offset of each (its name)."""
+
+    files: list[str]
+    names: list[tuple[str, int]]  # the queues (topic, queueId), by queue index
+    file_queue: np.ndarray        # queue index of each file
+    file_base: np.ndarray         # int(name) of each file
+
+    def queue(self, units: Units) -> np.ndarray:
+        return self.file_queue[units.file]
+
+    def describe(self, units: Units, i: int) -> tuple[str, str, int, int]:
+        """(file, topic, queueId, position in the file) of unit ``i``."""
+        f = int(units.file[i])
+        topic, qid = self.names[int(self.file_queue[f])]
+        return self.files[f], topic, qid, (int(units.qoff[i]) - int(self.file_base[f]) // L.CQ_STORE_UNIT_SIZE) * L.CQ_STORE_UNIT_SIZE
 
 
 @dataclass(frozen=True)
@@ -56,18 +84,21 @@ class QueueTable:
     topic ids for comparing a record's topic with a unit's, and each queue's first offset (a
     record below it expired with its queue's files)."""
 
-    names: list[tuple[str, int]]  # by queue index
+    qf: QueueFiles
     topics: dict[str, int]        # topic -> id
     keys: np.ndarray              # sorted topic id << 32 | queueId of the queues with units
-    key_queue: np.ndarray         # the queue index of each key
     min_offset: np.ndarray        # the first queue offset of each key's queue
 
-    def topic_id(self, queue: np.ndarray) -> np.ndarray:
-        ids = np.array([self.topics[t] for t, _q in self.names] + [-1], dtype=np.int64)
-        return ids[queue]
+    @property
+    def names(self) -> list[tuple[str, int]]:
+        return self.qf.names
 
-    def queue_id(self, queue: np.ndarray) -> np.ndarray:
-        return np.array([q for _t, q in self.names] + [-1], dtype=np.int64)[queue]
+    def unit_topic_queue(self, units: Units) -> tuple[np.ndarray, np.ndarray]:
+        """(topic id, queueId) of each unit."""
+        q = self.qf.queue(units)
+        tid = np.array([self.topics[t] for t, _q in self.names] + [-1], dtype=np.int64)
+        qid = np.array([qi for _t, qi in self.names] + [-1], dtype=np.int64)
+        return tid[q], qid[q]
 
     def lookup(self, topic_id: np.ndarray, queue_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(has units, first queue offset) of each record's queue."""
@@ -84,89 +115,83 @@ def queue_key(topic_id: np.ndarray, queue_id: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class QueueGroup:
-    """One task's queue files: (file index, queue index, file) each; ``file_size`` the
+    """One task's queue files: (file index, file) each; ``file_size`` the
     mappedFileSizeConsumeQueue the files are checked against (0 = not checked)."""
 
-    files: tuple[tuple[int, int, scan.QueueFile], ...]
+    files: tuple[tuple[int, scan.QueueFile], ...]
     file_size: int
 
 
-def plan_queues(root: str, cq_file_size: int | None, partition_bytes: int) -> tuple[list[str], list[tuple[str, int]], list[QueueGroup]]:
-    """(relative path of every queue file, the queues, the task groups) from the listing."""
+def plan_queues(root: str, cq_file_size: int | None, partition_bytes: int) -> tuple[QueueFiles, list[QueueGroup]]:
+    """The queue files and the task groups, from the listing."""
     files = scan.queue_files(root)
     size = cq_file_size or scan.infer_queue_file_size(files)
-    names: list[tuple[str, int]] = []
     index: dict[tuple[str, int], int] = {}
-    entries = []
-    for i, qf in enumerate(files):
-        q = index.setdefault((qf.topic, qf.queue_id), len(index))
-        if q == len(names):
-            names.append((qf.topic, qf.queue_id))
-        entries.append((i, q, qf))
-    groups = [QueueGroup(tuple(g), size) for g in scan.group_by_size(entries, lambda e: e[2].size, partition_bytes)]
-    return [scan.queue_file_rel(qf) for qf in files], names, groups
+    file_queue = [index.setdefault((qf.topic, qf.queue_id), len(index)) for qf in files]
+    qf = QueueFiles([scan.queue_file_rel(f) for f in files], list(index), np.array(file_queue, dtype=np.int64),
+                    np.array([int(f.name) for f in files], dtype=np.int64))
+    groups = [QueueGroup(tuple(g), size)
+              for g in scan.group_by_size(list(enumerate(files)), lambda e: e[1].size, partition_bytes)]
+    return qf, groups
 
 
 def read_queue_group(group: QueueGroup) -> tuple[Units, list[ProblemRow]]:
     """A task: the written units of the group's files and their file-level problems."""
     probs = scan._Problems()
     parts = []
-    for file_no, queue_no, qf in group.files:
+    for file_no, qf in group.files:
         units = scan.read_units(qf.path, qf.size)
         scan.check_queue_file(qf, units, group.file_size, probs)
         idx = np.flatnonzero(scan.written_units(units))
         if idx.size == 0:
             continue
         u = units[idx]
-        fpos = idx.astype(np.int64) * L.CQ_STORE_UNIT_SIZE
-        n = idx.size
         parts.append(Units(u["commitLogOffset"].astype(np.int64), u["size"].astype(np.int32),
-                           u["tagsCode"].astype(np.int64), (int(qf.name) + fpos) // L.CQ_STORE_UNIT_SIZE,
-                           np.full(n, queue_no, np.int32), np.full(n, file_no, np.int32), fpos))
+                           u["tagsCode"].astype(np.int64), (int(qf.name) // L.CQ_STORE_UNIT_SIZE) + idx.astype(np.int64),
+                           np.full(idx.size, file_no, np.int32)))
     return Units.concat(parts), probs.rows
 
 
-def queue_table(names: list[tuple[str, int]], units: Units) -> QueueTable:
+def queue_table(qf: QueueFiles, units: Units) -> QueueTable:
     """Topic ids and each queue's first unit offset (``units`` in any order)."""
     topics: dict[str, int] = {}
-    for t, _q in names:
+    for t, _q in qf.names:
         topics.setdefault(t, len(topics))
-    qid = np.array([q for _t, q in names], dtype=np.int64)
-    tid = np.array([topics[t] for t, _q in names], dtype=np.int64)
-    present = np.unique(units.queue) if len(units) else np.zeros(0, np.int32)
-    first = np.full(len(names), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, units.queue, units.qoff)
-    # queues of one (topic, queueId) are one queue (merged in plan_queues), so keys are unique
+    qid = np.array([q for _t, q in qf.names], dtype=np.int64)
+    tid = np.array([topics[t] for t, _q in qf.names], dtype=np.int64)
+    queue = qf.queue(units)
+    present = np.unique(queue)
+    first = np.full(len(qf.names), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, queue, units.qoff)
+    # files of one (topic, queueId) are one queue (merged in plan_queues), so keys are unique
     keys = queue_key(tid[present], qid[present])
     order = np.argsort(keys)
-    return QueueTable(names, topics, keys[order], present[order].astype(np.int64), first[present][order])
+    return QueueTable(qf, topics, keys[order], first[present][order])
 
 
-def gap_problems(units: Units, names: list[tuple[str, int]], files: list[str]) -> list[ProblemRow]:
+def gap_problems(units: Units, qf: QueueFiles) -> list[ProblemRow]:
     """Two consecutive units of a queue whose queue offsets are not consecutive, reported after
     the first of them (as the queue is read)."""
     if len(units) < 2:
         return []
-    order = np.lexsort((units.qoff, units.queue))
-    q, off = units.queue[order], units.qoff[order]
+    queue = qf.queue(units)
+    order = np.lexsort((units.qoff, queue))
+    q, off = queue[order], units.qoff[order]
     gap = np.flatnonzero((q[1:] == q[:-1]) & (off[1:] != off[:-1] + 1))
     out = []
     for g in gap.tolist():
-        prev, nxt = order[g], order[g + 1]
-        topic, qid = names[int(units.queue[prev])]
-        rel = files[int(units.file[prev])]
-        out.append((rel, int(units.fpos[prev]) + L.CQ_STORE_UNIT_SIZE, "cq-order",
+        prev, nxt = int(order[g]), int(order[g + 1])
+        rel, topic, qid, fpos = qf.describe(units, prev)
+        out.append((rel, fpos + L.CQ_STORE_UNIT_SIZE, "cq-order",
                     f"queue {topic}/{qid} jumps from offset {int(units.qoff[prev])} to {int(units.qoff[nxt])}"))
     return out
 
 
-def no_record_problems(units: Units, idx: np.ndarray, names: list[tuple[str, int]],
-                       files: list[str]) -> list[ProblemRow]:
+def no_record_problems(units: Units, idx: np.ndarray, qf: QueueFiles) -> list[ProblemRow]:
     """The units ``idx`` point where no record starts."""
     out = []
     for i in idx.tolist():
-        topic, qid = names[int(units.queue[i])]
-        out.append((files[int(units.file[i])], int(units.fpos[i]), "cq-unit",
-                    f"unit {int(units.qoff[i])} of {topic}/{qid} points to commit-log offset {int(units.clo[i])} "
-                    f"where no record starts"))
+        rel, topic, qid, fpos = qf.describe(units, i)
+        out.append((rel, fpos, "cq-unit", f"unit {int(units.qoff[i])} of {topic}/{qid} points to commit-log offset "
+                                          f"{int(units.clo[i])} where no record starts"))
     return out

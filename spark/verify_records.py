@@ -32,7 +32,10 @@ from wire.message import MessageConst
 TRAN_MASK = L.MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 ROLLBACK = L.MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 DISPATCHED_TYPES = (L.MessageSysFlag.TRANSACTION_NOT_TYPE, L.MessageSysFlag.TRANSACTION_COMMIT_TYPE)
-BATCH_ROWS = 32768  # no Arrow batch leaves the task, so larger batches only cut per-batch work
+BATCH_ROWS = 16384  # no Arrow batch leaves the task: larger batches cut per-batch work, until the cache misses
+# the head fields the checks read (the others are not converted)
+HEAD_FIELDS = ("total_size", "magic", "body_crc", "queue_id", "queue_offset", "physical_offset", "sys_flag",
+               "store_timestamp", "body_length")
 
 
 @dataclass
@@ -45,7 +48,6 @@ class SplitTask:
     delays: dict[int, int]
     queues: QueueTable | None = None
     units: Units | None = None
-    unit_files: list[str] = field(default_factory=list)
     index: Reachable | None = None
     index_from: int = 0  # records before the first indexed offset are not looked up
     batch_rows: int = BATCH_ROWS
@@ -72,7 +74,7 @@ def check_split(task: SplitTask) -> SplitResult:
         for chunk in scan._walk(m.mm, sp, rel, probs, task.batch_rows):
             _Batch(task, m, rel, chunk, probs, res, matched).run()
     if task.units is not None and task.queues is not None:
-        probs.rows += no_record_problems(task.units, np.flatnonzero(~matched), task.queues.names, task.unit_files)
+        probs.rows += no_record_problems(task.units, np.flatnonzero(~matched), task.queues.qf)
     res.problems = probs.rows
     return res
 
@@ -102,14 +104,14 @@ class _Batch:
     def _integrity(self) -> bool:
         """Lengths, CRC, PHYSICALOFFSET, UTF-8; keeps the well-formed records (False: none)."""
         u8, rel, add = self.m.u8, self.rel, self.probs.add
-        d = scan._decode_heads(u8, self.P)
+        d = scan._decode_heads(u8, self.P, HEAD_FIELDS)
         if not d.ok.all():
             for p in self.P[~d.ok].tolist():
                 add(rel, p, "record", "body/topic/properties lengths do not add up to the record size")
             self.P = self.P[d.ok]
             if self.P.size == 0:
                 return False
-            d = scan._decode_heads(u8, self.P)
+            d = scan._decode_heads(u8, self.P, HEAD_FIELDS)
         P, f = self.P, d.f
         self.res.records += int(P.size)
         base = self.task.split.base
@@ -190,7 +192,8 @@ class _Batch:
         self.matched[lo:hi] |= found
         ui = lo + np.flatnonzero(found)
         ri = i[found]
-        same = (q.topic_id(u.queue[ui]) == tid[ri]) & (q.queue_id(u.queue[ui]) == qid[ri])
+        u_tid, u_qid = q.unit_topic_queue(u.take(ui))
+        same = (u_tid == tid[ri]) & (u_qid == qid[ri])
         bad_size = same & (u.size[ui] != f["total_size"][ri])
         bad_qoff = same & (u.qoff[ui] != f["queue_offset"][ri])
         tags = self._expected_tags_codes()
@@ -218,8 +221,7 @@ class _Batch:
     def _unit_problems(self, ui: int, ri: int, same: bool, bad_size: bool, bad_qoff: bool, tags: int) -> None:
         t, u, f = self.task, self.task.units, self.f
         assert t.queues is not None and u is not None
-        topic, qid = t.queues.names[int(u.queue[ui])]
-        where, at = t.unit_files[int(u.file[ui])], int(u.fpos[ui])
+        where, topic, qid, at = t.queues.qf.describe(u, ui)
         rloc = f"{self.rel}:{int(self.P[ri])}"
         add = self.probs.add
         if not same:
@@ -260,7 +262,7 @@ class _Batch:
         # membership of (offset, hash) among the reachable pairs of this batch's offsets
         ix = t.index
         lo, hi = np.searchsorted(ix.phy, pos[0]), np.searchsorted(ix.phy, pos[-1], side="right")
-        have = ((ix.phy[lo:hi] - pos[0]) << 31) | ix.hash[lo:hi].astype(np.int64)
+        have = np.sort(((ix.phy[lo:hi] - pos[0]) << 31) | ix.hash[lo:hi].astype(np.int64))
         want = ((pos[row] - pos[0]) << 31) | key_hash
         j = np.minimum(np.searchsorted(have, want), max(have.size - 1, 0))
         found = (have[j] == want) if have.size else np.zeros(want.size, bool)
