@@ -57,7 +57,8 @@ class RangeHasher:
         p, ip = _powers(data.size + 1)
         self.p = p
         g = np.zeros(data.size + 1, np.uint32)
-        np.cumsum(data.astype(np.uint32) * ip[:data.size], dtype=np.uint32, out=g[1:])
+        np.multiply(data, ip[:data.size], out=g[1:])  # uint8 * uint32 into uint32, no widened copy
+        np.cumsum(g[1:], dtype=np.uint32, out=g[1:])
         self.g = g
         self.high = np.flatnonzero(data >= 0x80)  # usually empty: every range is ASCII
 

@@ -20,7 +20,7 @@ import numpy as np
 from spark import scan
 from spark.datasource import _Options
 from spark.verify_index import IndexFileResult, IndexTask, Reachable, read_index_file
-from spark.verify_queues import (ProblemRow, QueueGroup, Units, gap_problems, no_record_problems, plan_queues,
+from spark.verify_queues import (ProblemRow, Units, gap_problems, no_record_problems, plan_queues,
                                  queue_table, read_queue_group)
 from spark.verify_records import SplitResult, SplitTask, check_split
 

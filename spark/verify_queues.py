@@ -159,10 +159,13 @@ def queue_table(qf: QueueFiles, units: Units) -> QueueTable:
         topics.setdefault(t, len(topics))
     qid = np.array([q for _t, q in qf.names], dtype=np.int64)
     tid = np.array([topics[t] for t, _q in qf.names], dtype=np.int64)
-    queue = qf.queue(units)
+    # a file's units come in queue-offset order: only the first unit of each run of one file
+    # can be its queue's first
+    runs = np.flatnonzero(np.diff(units.file, prepend=-1)) if len(units) else np.zeros(0, np.int64)
+    queue = qf.file_queue[units.file[runs]]
     present = np.unique(queue)
     first = np.full(len(qf.names), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, queue, units.qoff)
+    np.minimum.at(first, queue, units.qoff[runs])
     # files of one (topic, queueId) are one queue (merged in plan_queues), so keys are unique
     keys = queue_key(tid[present], qid[present])
     order = np.argsort(keys)
@@ -175,7 +178,12 @@ def gap_problems(units: Units, qf: QueueFiles) -> list[ProblemRow]:
     if len(units) < 2:
         return []
     queue = qf.queue(units)
-    order = np.lexsort((units.qoff, queue))
+    # files are listed queue by queue in name order, so this is usually sorted already
+    dq, do = np.diff(queue), np.diff(units.qoff)
+    if ((dq > 0) | ((dq == 0) & (do >= 0))).all():
+        order = np.arange(len(units))
+    else:
+        order = np.lexsort((units.qoff, queue))
     q, off = queue[order], units.qoff[order]
     gap = np.flatnonzero((q[1:] == q[:-1]) & (off[1:] != off[:-1] + 1))
     out = []
