@@ -6,8 +6,10 @@
 Options (case-insensitive):
   kind            commitlog (default) | consumequeue | index | problems | verify
                   ("problems" = the file-level integrity checks of ``rmqd spark verify``:
-                  one row per problem with file and offset; "verify" = the narrow per-record
-                  rows its queue and index checks join: see spark/schemas.py VERIFY_SCHEMA)
+                  one row per problem with file and offset; "verify" = narrow per-record rows
+                  for queue and index checks of one's own, see spark/schemas.py VERIFY_SCHEMA;
+                  ``rmqd spark verify`` itself matches them inside Python tasks instead, see
+                  spark/verify_plan.py)
   messageDelayLevel  the broker's, for the verify kind's expected tags codes (default 4.9.8's)
   splitSize       bytes per commit-log partition (default 128 MiB; records belong to the split
                   they start in, so any value works)

@@ -69,10 +69,11 @@ INDEX_SCHEMA = StructType([
     _f("reachable", BooleanType()),        # a lookup through its slot's chain finds this entry
 ])
 
-# The narrow rows ``rmqd spark verify`` joins against the consume queues and the index: what
-# the checks need of each record, with the per-record work (property parsing, the expected tags
+# Narrow per-record rows for joining against the consume queues and the index: what such
+# checks need of each record, with the per-record work (property parsing, the expected tags
 # code, the index keys and their hashes) done in the Python reader, so no body, property map or
-# Python UDF round trip is involved and only these small columns cross into the JVM.
+# Python UDF round trip is involved and only these small columns cross into the JVM. (``rmqd
+# spark verify`` joined these once; it now matches inside Python tasks: spark/verify_plan.py.)
 INDEX_KEY_TYPE = StructType([_f("key", StringType()), _f("keyHash", IntegerType())])
 VERIFY_SCHEMA = StructType([
     _f("file", StringType()),
