@@ -1,0 +1,131 @@
+"""The numpy pieces ``rmqd spark verify``'s tasks are built from: the prefix-sum String.hashCode
+of byte ranges (spark/javahash.py) must equal Java's (wire.javamap) on any text, and the narrow
+form columns travel in (spark/compact.py) must give back exactly the int64 values."""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark import compact
+from spark import javahash as J
+from store.indexfile import index_key_hash
+from wire.javamap import java_string_hash
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
+
+
+def _ranges(strings: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    raw = [s.encode() for s in strings]
+    data = np.frombuffer(b"".join(raw) or b"\0", dtype=np.uint8)
+    lens = np.array([len(r) for r in raw], dtype=np.int64)
+    start = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+    return data, start, start + lens
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_text, min_size=1, max_size=30))
+def test_range_hashes_equal_java(strings):
+    data, start, end = _ranges(strings)
+    h = J.RangeHasher(data)
+    assert h.hash(start, end).tolist() == [java_string_hash(s) for s in strings]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["T", "Topic-é", "SCHEDULE_TOPIC_XXXX"]), st.lists(_text, min_size=1, max_size=20))
+def test_topic_key_hash_from_parts(topic, keys):
+    data, start, end = _ranges(keys)
+    h = J.RangeHasher(data)
+    prefix = np.full(len(keys), java_string_hash(topic + "#"), dtype=np.int64)
+    got = J.index_hash(J.combine(prefix, h.hash(start, end), h.utf16_length(start, end)))
+    assert got.tolist() == [index_key_hash(f"{topic}#{k}") for k in keys]
+
+
+def test_powers_across_table_blocks():
+    p, ip = J._powers(3 * J._BLOCK + 5)
+    for j in (0, 1, J._BLOCK - 1, J._BLOCK, 2 * J._BLOCK + 3, 3 * J._BLOCK + 4):
+        assert int(p[j]) == pow(31, j, 1 << 32) and int(ip[j]) == pow(J._INV31, j, 1 << 32)
+
+
+_ints = st.integers(-(2 ** 63), 2 ** 63 - 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.lists(_ints, max_size=40),
+                 st.lists(st.integers(-(2 ** 31), 2 ** 31 - 1), max_size=40),
+                 st.tuples(_ints, st.lists(st.integers(0, 2 ** 20), max_size=40)).map(
+                     lambda t: [t[0] + sum(t[1][:i]) for i in range(len(t[1]))] if abs(t[0]) < 2 ** 62 else [])))
+def test_compact_round_trip(values):
+    a = np.array(values, dtype=np.int64)
+    back = compact.unpack(pickle.loads(pickle.dumps(compact.pack(a))))
+    assert back.dtype == np.int64 and back.tolist() == a.tolist()
+
+
+def test_compact_narrows_offsets():
+    offsets = 2 ** 40 + np.cumsum(np.full(1000, 1300, dtype=np.int64))
+    assert compact.pack(offsets)[0] == "d32"
+    assert compact.pack(np.array([5, -7], dtype=np.int64))[0] == "i32"
+    assert compact.pack(np.array([0, 2 ** 40, 0], dtype=np.int64))[0] == "raw"
+
+
+class _InlineSpark:
+    """Runs verify's jobs in this process (the task functions are plain Python)."""
+
+    defaultParallelism = 2
+
+    def setJobDescription(self, _what: str) -> None:
+        pass
+
+    def parallelize(self, items: list, _n: int) -> "_InlineSpark._Rdd":
+        return _InlineSpark._Rdd(items)
+
+    class _Rdd:
+        def __init__(self, items: list) -> None:
+            self.items = items
+
+        def map(self, fn):
+            # through pickle, as Spark ships them (the narrow forms included)
+            self.items = [pickle.loads(pickle.dumps(fn(pickle.loads(pickle.dumps(x))))) for x in self.items]
+            return self
+
+        def collect(self) -> list:
+            return self.items
+
+
+def test_tasks_on_ipv6_hosts_and_a_long_topic(tmp_path):
+    """IPv6 born/store hosts move every later field and a topic over 127 bytes takes the v2
+    record; the tasks find units matching such records and one wrong tags code."""
+    from spark.datasource import parse_options
+    from spark.verify_plan import run_checks
+    from wire.message import encode_record
+    root = tmp_path / "store"
+    (root / "commitlog").mkdir(parents=True)
+    recs, units, pos = [], {}, 0
+    for i, (born, store, topic) in enumerate([("::1", "127.0.0.1", "T" * 200), ("10.0.0.1", "fe80::2", "t"),
+                                              ("1.2.3.4", "5.6.7.8", "T" * 200)]):
+        r = encode_record(queue_id=0, flag=0, queue_offset=len(units.get(topic, [])), physical_offset=pos, sys_flag=0,
+                          born_timestamp=1, born_ip=born, born_port=1000 + i, store_timestamp=2, store_ip=store,
+                          store_port=10911, reconsume_times=0, prepared_transaction_offset=0, body=b"b%d" % i,
+                          topic=topic, properties={"TAGS": "x", "KEYS": "a b"})
+        units.setdefault(topic, []).append((pos, len(r), java_string_hash("x")))
+        recs.append(r)
+        pos += len(r)
+    (root / "commitlog" / ("%020d" % 0)).write_bytes(b"".join(recs) + bytes(4096))
+    for topic, rows in units.items():
+        q = root / "consumequeue" / topic / "0"
+        q.mkdir(parents=True)
+        (q / ("%020d" % 0)).write_bytes(b"".join(int.to_bytes(o, 8, "big") + int.to_bytes(s, 4, "big")
+                                                 + int.to_bytes(t, 8, "big", signed=True) for o, s, t in rows)
+                                        .ljust(6000, b"\0"))  # one file size for every queue, as a store has
+    o = parse_options({"path": str(root), "splitSize": "300"})
+    found = run_checks(_InlineSpark(), o, {"records", "consumequeue", "index"})
+    assert (found.records, found.units, found.problems) == (3, 3, [])
+    cq = root / "consumequeue" / "t" / "0" / ("%020d" % 0)
+    data = bytearray(cq.read_bytes())
+    data[12:20] = int.to_bytes(7, 8, "big")
+    cq.write_bytes(bytes(data))
+    found = run_checks(_InlineSpark(), o, {"consumequeue"})
+    assert [(p[0], p[1], p[2]) for p in found.problems] == [("consumequeue/t/0/" + "%020d" % 0, 0, "cq-unit")]
+    assert f"tags code 7 != {java_string_hash('x')}" in found.problems[0][3]
