@@ -233,19 +233,78 @@ def _resync(buf, base: int, p: int, n: int) -> int | None:
     return None
 
 
+class _Runs:
+    """Runs of records the chain walk can take in one step: where records are expected to start
+    (e.g. the consume-queue units of a split's range), those that are well formed and each end
+    where the next expected one starts, checked with numpy. The walk still follows the chain:
+    it takes a run only when its own position is the run's first record, so the positions it
+    yields are exactly those of the record-by-record walk (a record no unit points to, such as
+    a transaction's half message, is walked one by one up to the next run)."""
+
+    MIN_RUN = 16
+
+    def __init__(self, u8: np.ndarray, starts: np.ndarray) -> None:
+        n = u8.shape[0]
+        c = np.unique(starts[(starts >= 0) & (starts <= n - 8)])
+        total = _gather(u8, c, "i").astype(np.int64)
+        magic = _gather(u8, c + 4, "I").astype(np.int64)
+        ok = ((magic == L.MAGIC_CODE_V1) | (magic == L.MAGIC_CODE_V2)) & (total >= L.MIN_RECORD_SIZE) & (total <= n - c)
+        c, total = c[ok], total[ok]
+        nxt = c + total
+        # run k..last: each record ends where the next one starts; ``last`` ends the run
+        cut = np.flatnonzero(nxt[:-1] != c[1:])
+        first = np.concatenate([[0], cut + 1]) if c.size else cut
+        self.last = np.concatenate([cut, [c.size - 1]]) if c.size else cut
+        # run start position -> (its first index, its last index) in c; short runs are left to
+        # the record-by-record loop (a step costs ~0.2 us there, taking a run a few us)
+        long = self.last - first + 1 >= self.MIN_RUN
+        self.at: dict[int, tuple[int, int]] = dict(zip(c[first[long]].tolist(),
+                                                       zip(first[long].tolist(), self.last[long].tolist())))
+        self.c, self.nxt = c, nxt
+
+
+def _joined(parts: list[np.ndarray], chunk: list[int]) -> np.ndarray:
+    return np.concatenate(parts + [np.array(chunk, dtype=np.int64)]) if parts else np.array(chunk, dtype=np.int64)
+
+
 def _walk(buf, split: CommitLogSplit, rel: str, problems: _Problems | None,
-          batch_rows: int) -> Iterator[list[int]]:
-    """Positions of the records starting in the split, in chunks of at most ``batch_rows``."""
+          batch_rows: int, runs: _Runs | None = None) -> Iterator[np.ndarray]:
+    """Positions of the records starting in the split, in chunks of at most ``batch_rows``;
+    with ``runs``, a run's records are taken in one step when the chain reaches its first
+    record (see _Runs), where the plain walk steps through them one by one."""
     n = split.size
     base = split.base
     pos: int | None = split.start if split.start == 0 else _resync(buf, base, split.start, n)
+    parts: list[np.ndarray] = []  # runs taken, and record-by-record stretches
     chunk: list[int] = []
-    chunk_bytes = 0
+    rows = chunk_bytes = 0  # rows: in parts
+    at, c, ends = (runs.at, runs.c, runs.nxt) if runs is not None else ({}, None, None)
+    cont = cont_last = cont_pos = -1  # the rest of a run a full chunk cut
     unpack = _HEAD2.unpack_from
     v1, v2, blank = L.MAGIC_CODE_V1, L.MAGIC_CODE_V2, L.BLANK_MAGIC_CODE
     min_size = L.MIN_RECORD_SIZE
     end = split.end
     while pos is not None and pos < end:
+        run = (cont, cont_last) if cont >= 0 and pos == cont_pos else (at.get(pos) if at else None)
+        if run is not None:
+            # a run the chain has reached: all of it that fits the chunk in one step
+            i, last = run
+            lim = min(end, pos + MAX_BATCH_BYTES - chunk_bytes)
+            j = min(last + 1, i + batch_rows - rows - len(chunk), int(np.searchsorted(c, lim)))
+            if chunk:
+                parts.append(np.array(chunk, dtype=np.int64))
+                rows += len(chunk)
+                chunk = []
+            parts.append(c[i:j])
+            rows += j - i
+            nxt = int(ends[j - 1])
+            chunk_bytes += nxt - pos
+            pos = nxt
+            cont, cont_last, cont_pos = (j, last, pos) if j <= last else (-1, -1, -1)
+            if rows >= batch_rows or chunk_bytes >= MAX_BATCH_BYTES:
+                yield _joined(parts, chunk)
+                parts, chunk, rows, chunk_bytes = [], [], 0, 0
+            continue
         if pos + 8 > n:
             if problems is not None and any(buf[pos:n]):
                 problems.add(rel, pos, "record", f"{n - pos} trailing bytes too short for a record header")
@@ -259,8 +318,8 @@ def _walk(buf, split: CommitLogSplit, rel: str, problems: _Problems | None,
                 run0 = pos
                 lim = min(end, n - 7, pos + MAX_BATCH_BYTES - chunk_bytes)
                 append = chunk.append
-                for _ in range(batch_rows - len(chunk)):
-                    if pos >= lim:
+                for _ in range(batch_rows - rows - len(chunk)):
+                    if pos >= lim or (at and pos in at):  # a run's start: taken whole above
                         break
                     total, magic = unpack(buf, pos)
                     if (magic != v1 and magic != v2) or total < min_size or total > n - pos:
@@ -268,9 +327,9 @@ def _walk(buf, split: CommitLogSplit, rel: str, problems: _Problems | None,
                     append(pos)
                     pos += total
                 chunk_bytes += pos - run0
-                if len(chunk) >= batch_rows or chunk_bytes >= MAX_BATCH_BYTES:
-                    yield chunk
-                    chunk, chunk_bytes = [], 0
+                if rows + len(chunk) >= batch_rows or chunk_bytes >= MAX_BATCH_BYTES:
+                    yield _joined(parts, chunk)
+                    parts, chunk, rows, chunk_bytes = [], [], 0, 0
                 continue
             if problems is not None:
                 problems.add(rel, pos, "record", f"record size {total} does not fit the file "
@@ -298,13 +357,15 @@ def _walk(buf, split: CommitLogSplit, rel: str, problems: _Problems | None,
                                              f"{(nxt if nxt is not None else n) - pos} bytes unreadable up to "
                                              + (f"the next record at {nxt}" if nxt is not None else "the end of the file"))
         pos = nxt
-    if chunk:
-        yield chunk
+    if chunk or parts:
+        yield _joined(parts, chunk)
     if problems is not None and pos is not None and pos < n and not _acceptable(buf, base, pos, n):
         # the next split resynchronises past this position: report it here, where the chain led
         total, magic = unpack(buf, pos) if pos + 8 <= n else (0, 0)
         problems.add(rel, pos, "record", f"record at the split boundary is unreadable "
                                          f"(magic 0x{magic & 0xFFFFFFFF:08X}, size {total}, or its physical offset is wrong)")
+
+
 
 
 # --------------------------------------------------------------------------------------------

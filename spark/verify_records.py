@@ -71,7 +71,9 @@ def check_split(task: SplitTask) -> SplitResult:
     probs = scan._Problems()
     matched = np.zeros(len(task.units), bool) if task.units is not None else None
     with scan._Mapped(sp.path) as m:
-        for chunk in scan._walk(m.mm, sp, rel, probs, task.batch_rows):
+        # the units of the range tell where records start: the walk takes them run by run
+        runs = scan._Runs(m.u8, task.units.clo - sp.base) if task.units is not None and len(task.units) else None
+        for chunk in scan._walk(m.mm, sp, rel, probs, task.batch_rows, runs):
             _Batch(task, m, rel, chunk, probs, res, matched).run()
     if task.units is not None and task.queues is not None:
         probs.rows += no_record_problems(task.units, np.flatnonzero(~matched), task.queues.qf)

@@ -129,3 +129,42 @@ def test_tasks_on_ipv6_hosts_and_a_long_topic(tmp_path):
     found = run_checks(_InlineSpark(), o, {"consumequeue"})
     assert [(p[0], p[1], p[2]) for p in found.problems] == [("consumequeue/t/0/" + "%020d" % 0, 0, "cq-unit")]
     assert f"tags code 7 != {java_string_hash('x')}" in found.problems[0][3]
+
+
+def _walked(split, starts, batch_rows: int) -> tuple[list[int], list]:
+    from spark import scan
+    probs = scan._Problems()
+    with scan._Mapped(split.path) as m:
+        runs = scan._Runs(m.u8, starts) if starts is not None else None
+        chunks = [np.asarray(c, dtype=np.int64) for c in scan._walk(m.mm, split, "x", probs, batch_rows, runs)]
+    assert all(0 < len(c) <= batch_rows for c in chunks)
+    return [int(p) for c in chunks for p in c], probs.rows
+
+
+def test_walk_taking_runs_is_the_record_walk(tmp_path, monkeypatch):
+    """The walk that takes runs of expected record starts (a commit-log task's units) yields the
+    same positions and problems as the record-by-record walk, whatever the starts (missing ones,
+    wrong ones) and the file (damaged bytes), chunk limits of rows and bytes included."""
+    import random
+
+    from spark import scan
+    from tests.spark.conftest import CLEAN
+    rnd = random.Random(5)
+    src = CLEAN / "store" / "commitlog" / "00000000000000000000"
+    data = src.read_bytes()
+    monkeypatch.setattr(scan, "MAX_BATCH_BYTES", 5000)
+    for trial in range(12):
+        b = bytearray(data)
+        for _ in range(trial % 4):  # trial 0 and every 4th: the file as it is
+            b[rnd.randrange(len(b) // 3)] = rnd.randrange(256)
+        path = tmp_path / f"{trial:020d}"
+        path.write_bytes(bytes(b))
+        for size in (100_000, 1 << 30):
+            for start in range(0, len(b), size):
+                sp = scan.CommitLogSplit(str(path), path.name, 0, len(b), start, min(start + size, len(b)))
+                want = _walked(sp, None, 50)
+                every = np.array(want[0], dtype=np.int64)
+                some = every[np.array([rnd.random() < 0.9 for _ in range(every.size)], dtype=bool)] if every.size else every
+                noise = np.array([rnd.randrange(len(b)) for _ in range(30)], dtype=np.int64)
+                for starts in (every, np.concatenate([some, noise])):
+                    assert _walked(sp, starts, 50) == want
