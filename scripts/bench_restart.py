@@ -4,10 +4,12 @@
 Builds a store of --gib GiB (1 KiB messages, written through the store API, then shut down
 cleanly), then runs `rmqd serve` on it and kills it at several moments: right after it is
 ready (before its first checkpoint of the run), after its first checkpoint (~1 s after
-start, as RocketMQ's flush services), and after a burst of writes. Each row says how long
-from SIGKILL until the restarted broker printed its ready line, and where crash recovery
-started (the commit-log file the checkpoint points into; recovery walks it from its first
-byte, as RocketMQ 4.9.8 does). Numbers, not assertions.
+start, as RocketMQ's flush services), right after a burst of writes and 5 s after one (the
+store idle, its files flushed). Each row says how long from SIGKILL until the restarted
+broker printed its ready line, and where crash recovery started: the commit-log file the
+checkpoint points into and the position in it (4.9.8 walks that file from its first byte;
+rmqd starts at the last record the checkpoint covers) and how many records it re-dispatched.
+Numbers, not assertions.
 
     scripts/bench_restart.py --gib 1
 """
@@ -31,7 +33,7 @@ import killloop  # noqa: E402
 from fuzz_live import Server  # noqa: E402
 
 RECOVERY_RE = re.compile(r"store recovery \((\w+)\): RecoveryReport\(abnormal=\w+, start_file='?(\w+)'?, "
-                         r"process_offset=(\d+)")
+                         r"process_offset=(\d+).*?dispatched=(\d+).*?start_position=(\d+)")
 
 
 def build(root: Path, gib: float, file_size: int) -> int:
@@ -50,8 +52,9 @@ def _recovery(server: Server) -> str:
     found = RECOVERY_RE.findall(server.new_log())
     if not found:
         return "?"
-    kind, start_file, end = found[-1]
-    return f"{kind}, from file {start_file}, to offset {int(end):,}"
+    kind, start_file, end, dispatched, start_pos = found[-1]
+    return (f"{kind}, from file {start_file} + {int(start_pos):,} to offset {int(end):,}, "
+            f"{int(dispatched):,} records re-dispatched")
 
 
 async def _write_burst(broker: str, seconds: float) -> int:
@@ -102,6 +105,10 @@ def main() -> int:
                      _recovery(server)))
         acked = trio.run(_write_burst, server.broker, 5.0)
         rows.append((f"SIGKILL right after 5 s of writes ({acked:,} msgs)", kill_and_restart(server),
+                     _recovery(server)))
+        acked = trio.run(_write_burst, server.broker, 5.0)
+        time.sleep(5)
+        rows.append((f"SIGKILL 5 s after 5 s of writes ({acked:,} msgs; idle, flushed)", kill_and_restart(server),
                      _recovery(server)))
         time.sleep(3)
         rows.append(("SIGKILL 3 s after the next start", kill_and_restart(server), _recovery(server)))

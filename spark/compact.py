@@ -1,41 +1,53 @@
 """Narrow integer columns for the trip through Spark (pickled task inputs and results).
 
 Everything a verify task hands on crosses the JVM twice (the task's result to the driver, the
-driver's cut of it to the next tasks), at about 5 ms of wall time per MB on the development
-machine. The int64 columns involved are mostly small or sorted: commit-log offsets that grow
-by a record or a few at a time, queue offsets that grow by one, tags codes that are 32-bit
-string hashes. So a column travels as int32 when its values fit, as int32 steps from its first
-value when those fit, and as it is otherwise -- exact in every case.
+driver's cut of it to the next tasks), and the JVM's CPU grows with the bytes. The int64 (and
+int32) columns involved are mostly small or sorted: commit-log offsets that grow by a record or
+a few at a time, queue offsets that grow by one or stay (queues interleave), sizes of a few KiB,
+file numbers below a few thousand. So a column travels as the narrowest of int8/16/32 its
+values fit, or as such steps from its first value, whichever is narrower, and as it is
+otherwise -- exact in every case, and given back in its own dtype.
 """
 from __future__ import annotations
 
 import numpy as np
 
-_I32 = np.iinfo(np.int32)
+_NARROW = tuple((np.iinfo(t).min, np.iinfo(t).max, np.dtype(t)) for t in (np.int8, np.int16, np.int32))
+
+
+def _fits(lo: int, hi: int, below: int) -> np.dtype | None:
+    """The narrowest of int8/16/32 holding [lo, hi] that is narrower than ``below`` bytes."""
+    for tmin, tmax, t in _NARROW:
+        if t.itemsize >= below:
+            return None
+        if tmin <= lo and hi <= tmax:
+            return t
+    return None
 
 
 def pack(a: np.ndarray) -> tuple:
-    """A picklable, usually 2x smaller, form of the int64 array ``a`` (see unpack)."""
-    a = np.asarray(a, dtype=np.int64)
+    """A picklable, usually 2-8x smaller, form of the integer array ``a`` (see unpack)."""
+    a = np.asarray(a)
     if a.size == 0:
         return ("raw", a)
-    lo, hi = int(a.min()), int(a.max())
-    if _I32.min <= lo and hi <= _I32.max:
-        return ("i32", a.astype(np.int32))
-    d = np.diff(a)
-    if d.size == 0 or (_I32.min <= int(d.min()) and int(d.max()) <= _I32.max):
-        return ("d32", int(a[0]), d.astype(np.int32))
+    t = _fits(int(a.min()), int(a.max()), a.dtype.itemsize)
+    d = np.diff(a.astype(np.int64, copy=False))
+    td = _fits(int(d.min()), int(d.max()), (t or a.dtype).itemsize) if d.size else np.dtype(np.int8)
+    if td is not None:
+        return ("d", a.dtype.str, int(a[0]), d.astype(td))
+    if t is not None:
+        return ("v", a.dtype.str, a.astype(t))
     return ("raw", a)
 
 
 def unpack(p: tuple) -> np.ndarray:
-    """The int64 array ``pack`` was given."""
+    """The array ``pack`` was given (same values, same dtype)."""
     if p[0] == "raw":
         return p[1]
-    if p[0] == "i32":
-        return p[1].astype(np.int64)
-    out = np.empty(p[2].size + 1, np.int64)
-    out[0] = p[1]
-    np.cumsum(p[2], dtype=np.int64, out=out[1:])
-    out[1:] += p[1]
-    return out
+    if p[0] == "v":
+        return p[2].astype(p[1])
+    out = np.empty(p[3].size + 1, np.int64)
+    out[0] = p[2]
+    np.cumsum(p[3], dtype=np.int64, out=out[1:])
+    out[1:] += p[2]
+    return out.astype(p[1], copy=False)

@@ -466,9 +466,12 @@ def _property_items(props: pa.Array) -> tuple[np.ndarray, ...]:
     offs = np.frombuffer(bufs[1], dtype=np.int32, count=n + 1, offset=props.offset * 4).astype(np.int64)
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(1, np.uint8)
     lo, hi = int(offs[0]), int(offs[-1])
-    region = data[lo:hi]
-    seps = np.flatnonzero(region == 2) + lo
-    ones = np.flatnonzero(region == 1) + lo
+    # one pass finds both separator bytes (\x01, \x02: a few per item), then they are told apart
+    low = np.flatnonzero(data[lo:hi] <= 2)
+    kind = data[lo:hi][low]
+    low += lo
+    seps = low[kind == 2]
+    ones = low[kind == 1]
     # every item ends at a separator or at its row's end; a row end sorts before a separator at
     # the same position (such a separator is the first byte of the next row)
     key = np.concatenate([offs[1:] * 2, seps * 2 + 1])

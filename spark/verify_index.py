@@ -27,7 +27,7 @@ class Reachable:
     def __len__(self) -> int:
         return int(self.phy.size)
 
-    def __getstate__(self) -> dict:  # offsets in order: int32 steps on the way (spark/compact.py)
+    def __getstate__(self) -> dict:  # offsets in order: narrow steps on the way (spark/compact.py)
         return {"phy": compact.pack(self.phy), "hash": self.hash}
 
     def __setstate__(self, state: dict) -> None:

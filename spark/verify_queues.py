@@ -1,10 +1,11 @@
 """The consume-queue side of ``rmqd spark verify``: units as compact numpy columns.
 
 A task reads a group of queue files once, runs their file-level checks and returns every
-written unit as a few numpy columns (about 40 bytes a unit), never as Spark rows. The driver
-concatenates them into a ``Units`` table, finds the gaps of each queue and the first queue
-offset it still holds, and hands each commit-log task the units pointing into its byte range
-(see spark/verify_records.py), which checks them against the records it walks.
+written unit as a few numpy columns (a few bytes a unit on the way, spark/compact.py), never as
+Spark rows. The driver concatenates them into a ``Units`` table, finds the gaps of each queue
+and the first queue offset it still holds, and hands each commit-log task the units pointing
+into its byte range (see spark/verify_records.py), which checks them against the records it
+walks.
 """
 from __future__ import annotations
 
@@ -32,7 +33,6 @@ class Units:
     file: np.ndarray   # int32
 
     FIELDS = ("clo", "size", "tags", "qoff", "file")
-    WIDE = ("clo", "tags", "qoff")
 
     def __len__(self) -> int:
         return int(self.clo.size)
@@ -51,11 +51,11 @@ class Units:
         return cls(*(np.zeros(0, t) for t in (np.int64, np.int32, np.int64, np.int64, np.int32)))
 
     def __getstate__(self) -> dict:
-        return {f: compact.pack(getattr(self, f)) if f in self.WIDE else getattr(self, f) for f in self.FIELDS}
+        return {f: compact.pack(getattr(self, f)) for f in self.FIELDS}
 
     def __setstate__(self, state: dict) -> None:
         for f in self.FIELDS:
-            setattr(self, f, compact.unpack(state[f]) if f in self.WIDE else state[f])
+            setattr(self, f, compact.unpack(state[f]))
 
 
 @dataclass(frozen=True)

@@ -264,10 +264,7 @@ class _Batch:
         # membership of (offset, hash) among the reachable pairs of this batch's offsets
         ix = t.index
         lo, hi = np.searchsorted(ix.phy, pos[0]), np.searchsorted(ix.phy, pos[-1], side="right")
-        have = np.sort(((ix.phy[lo:hi] - pos[0]) << 31) | ix.hash[lo:hi].astype(np.int64))
-        want = ((pos[row] - pos[0]) << 31) | key_hash
-        j = np.minimum(np.searchsorted(have, want), max(have.size - 1, 0))
-        found = (have[j] == want) if have.size else np.zeros(want.size, bool)
+        found = _pairs_among(ix.phy[lo:hi], ix.hash[lo:hi], pos[row], key_hash, pos[0])
         for k in np.flatnonzero(~found).tolist():
             r = int(row[k])
             key = f"{self._topic(r)}#{self.hasher.text(int(start[k]), int(end[k]))}"
@@ -290,3 +287,29 @@ class _Batch:
         starts, ends = starts[keep], ends[keep]
         owner = rows[np.searchsorted(s, starts, side="right") - 1]
         return starts, ends, owner
+
+
+MAX_PROBES = 8  # entries at one offset probed one by one; more (a damaged index) take the sort
+
+
+def _pairs_among(phy: np.ndarray, hsh: np.ndarray, want_phy: np.ndarray, want_hash: np.ndarray,
+                 origin: int) -> np.ndarray:
+    """Is each (want_phy, want_hash) among the pairs (phy, hsh)? ``phy`` is sorted, so each
+    wanted offset's entries are a run found by binary search, and runs are short (a record has
+    a key or two): probing them side by side beats sorting the pairs (``origin``: an offset
+    no pair is below, for the sort's packed keys)."""
+    if phy.size == 0:
+        return np.zeros(want_phy.size, bool)
+    a = np.searchsorted(phy, want_phy)
+    run = np.searchsorted(phy, want_phy, side="right") - a
+    probes = int(run.max(initial=0))
+    if probes <= MAX_PROBES:
+        found = np.zeros(want_phy.size, bool)
+        last = phy.size - 1
+        for k in range(probes):
+            found |= (k < run) & (hsh[np.minimum(a + k, last)] == want_hash)
+        return found
+    have = np.sort(((phy - origin) << 31) | hsh.astype(np.int64))
+    want = ((want_phy - origin) << 31) | want_hash
+    j = np.minimum(np.searchsorted(have, want), have.size - 1)
+    return have[j] == want

@@ -20,13 +20,27 @@ from store.mapped_file import MappedFileQueue
 FlushCallback = Callable[[bool], None]
 
 
+def quiet_point(put_lock: threading.Lock | None, mfq: MappedFileQueue) -> tuple[int, int]:
+    """(a store time, a commit-log end) read together under the put lock: no append is half
+    done then, and store times are taken inside the lock, so every record stored at or
+    before that time lies below that end. Once the end is flushed (or dispatched), the
+    checkpoint may say so with that time - on an idle store, the present rather than the
+    last record's time, so crash recovery's 3 s margin no longer re-walks the last writes."""
+    if put_lock is None:
+        return 0, mfq.get_max_offset()
+    with put_lock:
+        return time.time_ns() // 1_000_000 - 1, mfq.get_max_offset()
+
+
 class FlushService:
     """One background thread flushing the commit log according to flushDiskType."""
 
-    def __init__(self, mfq: MappedFileQueue, config: MessageStoreConfig, checkpoint: StoreCheckpoint | None = None):
+    def __init__(self, mfq: MappedFileQueue, config: MessageStoreConfig, checkpoint: StoreCheckpoint | None = None,
+                 put_lock: threading.Lock | None = None):
         self.mfq = mfq
         self.config = config
         self.checkpoint = checkpoint
+        self.put_lock = put_lock  # the commit log's put lock, for quiet_point
         self.sync = config.is_sync_flush
         self._cv = threading.Condition()  # flush requests
         self._requests: list[tuple[int, FlushCallback, float]] = []
@@ -95,16 +109,22 @@ class FlushService:
         self._complete(final=True)
 
     def flush_all(self) -> None:
-        """Flush everything written (also used at shutdown)."""
+        """Flush everything written (also used at shutdown). At least one thorough flush(0)
+        runs even when the regular rounds already flushed every byte, as 4.9.8's last round
+        does: only a thorough flush moves the store timestamp the checkpoint records, and a
+        stale one makes the next crash recovery walk from long before the real end."""
+        quiet = quiet_point(self.put_lock, self.mfq)
         for _ in range(len(self.mfq.mapped_files) + 1):
-            if self.mfq.flushed_where >= self.mfq.get_max_offset():
+            if self.mfq.flush(0) or self.mfq.flushed_where >= self.mfq.get_max_offset():
                 break
-            if self.mfq.flush(0):
-                break
-        self._update_checkpoint()
+        self._update_checkpoint(quiet)
 
-    def _update_checkpoint(self) -> None:
+    def _update_checkpoint(self, quiet: tuple[int, int] | None = None) -> None:
+        """physicMsgTimestamp: the store time of the last flushed append (4.9.8), or the quiet
+        point's time when everything below its end is flushed now."""
         ts = self.mfq.store_timestamp
+        if quiet is not None and self.mfq.flushed_where >= quiet[1]:
+            ts = max(ts, quiet[0])
         if self.checkpoint is not None and ts > 0:
             self.checkpoint.physicMsgTimestamp = ts
 
@@ -143,6 +163,8 @@ class FlushService:
 
     def _run_group_commit(self) -> None:
         mfq = self.mfq
+        refresh_s = self.config.flushIntervalCommitLog / 1000
+        next_refresh = time.monotonic() + refresh_s
         while True:
             with self._cv:
                 if not self._requests and not self._stopped:
@@ -160,6 +182,9 @@ class FlushService:
                 elif not stopped:
                     with self._cv:
                         self._cv.wait(0.001)  # flush failing (file being unmapped): don't spin
+            elif time.monotonic() >= next_refresh:  # idle: everything is flushed
+                next_refresh = time.monotonic() + refresh_s
+                self._update_checkpoint(quiet_point(self.put_lock, mfq))
             self._complete()  # also requests a concurrent flush satisfied before they were queued
             if stopped:
                 return
@@ -179,12 +204,13 @@ class FlushService:
                 last_thorough = now
                 pages = 0
             before = self.mfq.flushed_where
+            quiet = quiet_point(self.put_lock, self.mfq)
             for _ in range(len(self.mfq.mapped_files) + 1):
                 if self.mfq.flush(pages):
                     break
             if self.mfq.flushed_where != before:
                 self.flush_count += 1
-            self._update_checkpoint()
+            self._update_checkpoint(quiet)
             self._complete()
             if stopped:
                 return

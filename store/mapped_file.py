@@ -402,11 +402,19 @@ class MappedFileQueue:
         mf = self.find_mapped_file_by_offset(self.flushed_where, self.flushed_where == 0)
         if mf is None:
             return True
+        # read before the flush, in this order: an append advances wrote_position before it
+        # sets store_timestamp, so every record stored at or before ts lies below wrote
         ts = mf.store_timestamp
-        where = mf.file_from_offset + mf.flush(least_pages)
+        wrote = mf.wrote_position
+        flushed = mf.flush(least_pages)
+        where = mf.file_from_offset + flushed
         unchanged = where == self.flushed_where
         self.flushed_where = where
-        if least_pages == 0:
+        if flushed >= wrote:
+            # 4.9.8 moves storeTimestamp on thorough flushes only (flushLeastPages == 0), so
+            # the checkpoint lags up to flushCommitLogThoroughInterval behind what is on disk
+            # and a crash re-walks those seconds of writes; any flush that reached every
+            # byte written when ts was read makes the same promise
             self.store_timestamp = ts
         return unchanged
 

@@ -24,7 +24,7 @@ from store.config import SLAVE, MessageStoreConfig
 from store.consumequeue import CQ_STORE_UNIT_SIZE, ConsumeQueue, load_consume_queues
 from store.dispatch import ArrivalListener, Dispatcher, ReputMessageService
 from store.expiry import CLEAN_INITIAL_DELAY_MS, CleanService, disk_partition_space_used_percent
-from store.flush import FlushCallback, FlushService
+from store.flush import FlushCallback, FlushService, quiet_point
 from store.indexfile import IndexService
 from store.errors import StoreBusyError, StoreFileError, StoreLockError, StoreNameError
 from store.stats import StoreStatsService
@@ -211,7 +211,8 @@ class DefaultMessageStore:
             reput_from = max(reput_from, cq.max_physic_offset)
         reput_from = max(reput_from, 0, self.commit_log.get_min_offset())
         self.reput_service.reput_from_offset = reput_from
-        self.flush_service = FlushService(self.commit_log.mapped_file_queue, self.config, self.checkpoint)
+        self.flush_service = FlushService(self.commit_log.mapped_file_queue, self.config, self.checkpoint,
+                                          self.commit_log.put_message_lock)
         reput = self.reput_service
 
         def appended(end: int) -> None:
@@ -229,12 +230,29 @@ class DefaultMessageStore:
 
     def _flush_logics(self, least_pages: int) -> None:
         ts = self._logics_ts
+        if least_pages == 0:
+            # dispatch caught up with the quiet point: every record stored until its time
+            # has its unit, made durable by this thorough flush
+            quiet_ts, quiet_end = quiet_point(self.commit_log.put_message_lock, self.commit_log.mapped_file_queue)
+            if self.reput_service.reput_from_offset >= quiet_end:
+                ts = max(ts, quiet_ts)
         for cq in self._all_cqs():
             cq.flush(least_pages)
         if least_pages == 0 and self.checkpoint is not None:
             if ts > 0:
                 self.checkpoint.logicsMsgTimestamp = ts
             self.checkpoint.flush()
+
+    def _checkpoint_behind(self, end_before: int) -> bool:
+        """The store is idle (nothing appended since ``end_before``) while crash recovery
+        would still re-walk its last writes (the checkpoint's time, less the 3 s margin, is
+        before the last append): then a thorough round moves the checkpoint to the present.
+        4.9.8 waits for its next thorough round (flushConsumeQueueThoroughInterval, 60 s)."""
+        mfs = self.commit_log.mapped_file_queue.mapped_files
+        if self.checkpoint is None or not mfs or self.commit_log.get_max_offset() != end_before:
+            return False
+        last_append = mfs[-1].store_timestamp
+        return last_append > 0 and self.checkpoint.get_min_timestamp() <= last_append
 
     def _cq_flush_loop(self) -> None:
         interval = self.config.flushIntervalConsumeQueue / 1000
@@ -243,11 +261,13 @@ class DefaultMessageStore:
         # interval after start) is thorough and writes the checkpoint, so a crash in the
         # first minute recovers from the checkpoint instead of the first commit-log file
         last = -thorough
+        end = self.commit_log.get_max_offset()
         while not self._stop.wait(interval):
             pages = self.config.flushConsumeQueueLeastPages
-            if time.monotonic() >= last + thorough:
+            if time.monotonic() >= last + thorough or self._checkpoint_behind(end):
                 last = time.monotonic()
                 pages = 0
+            end = self.commit_log.get_max_offset()
             try:
                 self._flush_logics(pages)
             except Exception:  # pragma: no cover - logged, retried next round

@@ -65,9 +65,17 @@ def test_compact_round_trip(values):
 
 def test_compact_narrows_offsets():
     offsets = 2 ** 40 + np.cumsum(np.full(1000, 1300, dtype=np.int64))
-    assert compact.pack(offsets)[0] == "d32"
-    assert compact.pack(np.array([5, -7], dtype=np.int64))[0] == "i32"
+    assert compact.pack(offsets)[0] == "d" and compact.pack(offsets)[3].dtype == np.int16
+    small = np.array([5, -7, 100_000, 3], dtype=np.int64)
+    assert compact.pack(small)[0] == "v" and compact.pack(small)[2].dtype == np.int32
     assert compact.pack(np.array([0, 2 ** 40, 0], dtype=np.int64))[0] == "raw"
+    hashes = np.array([2 ** 31 - 1, -2 ** 31, 0], dtype=np.int32)  # no narrower form: as it is
+    assert compact.pack(hashes)[0] == "raw"
+    wraps = np.array([0, 2 ** 63 - 1, -2 ** 63], dtype=np.int64)  # steps that wrap come back exact
+    assert compact.unpack(compact.pack(wraps)).tolist() == wraps.tolist()
+    files = np.array([3, 3, 1, 2], dtype=np.int32)
+    back = compact.unpack(pickle.loads(pickle.dumps(compact.pack(files))))
+    assert back.dtype == np.int32 and back.tolist() == files.tolist()
 
 
 class _InlineSpark:
@@ -168,3 +176,19 @@ def test_walk_taking_runs_is_the_record_walk(tmp_path, monkeypatch):
                 noise = np.array([rnd.randrange(len(b)) for _ in range(30)], dtype=np.int64)
                 for starts in (every, np.concatenate([some, noise])):
                     assert _walked(sp, starts, 50) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 5)), max_size=60),
+       st.lists(st.tuples(st.integers(0, 40), st.integers(0, 5)), max_size=60), st.booleans())
+def test_pairs_among_is_membership(have, want, many_per_offset):
+    """A commit-log task's index lookup: (offset, hash) membership among the reachable pairs,
+    by probing each offset's run or, past MAX_PROBES entries at one offset, by sorting."""
+    from spark import verify_records as R
+    have = sorted(have, key=lambda p: p[0]) + ([(41, h) for h in range(R.MAX_PROBES + 1)] if many_per_offset else [])
+    hp = np.array([p for p, _h in have], dtype=np.int64)
+    hh = np.array([h for _p, h in have], dtype=np.int32)
+    wp = np.array([p for p, _h in want], dtype=np.int64)
+    wh = np.array([h for _p, h in want], dtype=np.int64)
+    got = R._pairs_among(hp, hh, wp, wh, 0)
+    assert got.tolist() == [w in set(have) for w in want]

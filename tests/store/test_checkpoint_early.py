@@ -95,3 +95,70 @@ def test_crashes_in_the_first_minute_recover_from_the_checkpoint_file(tmp_path):
     finally:
         s.start()
         s.shutdown()
+
+
+def test_checkpoint_store_time_follows_every_complete_flush(tmp_path):
+    """The checkpoint's physicMsgTimestamp says "everything stored until then is on disk".
+    4.9.8 moves it on thorough flushes only (every 10 s), so a crash re-walks up to 13 s of
+    writes (with recovery's 3 s margin); rmqd moves it on any flush that reached every byte,
+    and shutdown always ends with a thorough flush(0), as 4.9.8's last round does, even
+    when the regular rounds had already flushed every byte (rmqd skipped it, and the
+    checkpoint kept a stale time: the next crash walked from long before the real end)."""
+    root = tmp_path / "s"
+    s = DefaultMessageStore(_cfg(root))
+    s.load()
+    s.start()
+    try:
+        last = 0
+        for i in range(40):
+            r = s.put_message(MessageExtBrokerInner("T", 0, b"z" * 1000))
+            assert r.is_ok()
+            last = r.appendMessageResult.storeTimestamp
+        mfq = s.commit_log.mapped_file_queue
+        while not mfq.flush(1):   # a regular round (flushCommitLogLeastPages > 0) reaching every byte
+            pass
+        assert mfq.flushed_where == s.commit_log.get_max_offset() and mfq.store_timestamp == last
+        mfq.store_timestamp = 0   # as after a start: nothing appended yet in this run
+        s.flush_service.flush_all()
+        assert s.checkpoint.physicMsgTimestamp >= last   # the last append's time, or the quiet point's
+    finally:
+        s.shutdown()
+    assert _checkpoint(root)[0] >= last
+
+
+def test_idle_store_checkpoint_moves_past_the_last_writes(tmp_path):
+    """Once nothing is appended, the checkpoint's times move to the present within a few
+    seconds (quiet points, idle thorough rounds), so a crash then re-walks nothing: crash
+    recovery starts at the commit log's end instead of 3 s (4.9.8: up to 60 s) before it."""
+    root = tmp_path / "s"
+    s = DefaultMessageStore(_cfg(root))
+    s.load()
+    s.start()
+    try:
+        last = 0
+        for i in range(60):
+            r = s.put_message(MessageExtBrokerInner("T", i % 2, b"q" * 1000, {"KEYS": f"k{i}"}))
+            assert r.is_ok()
+            last = r.appendMessageResult.storeTimestamp
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and s.checkpoint.get_min_timestamp() <= last:
+            time.sleep(0.1)
+        assert s.checkpoint.get_min_timestamp() > last, _checkpoint(root)
+        assert min(_checkpoint(root)[:2]) - 3000 > last   # written to the file, not only in memory
+        end = s.commit_log.get_max_offset()
+    finally:
+        s.shutdown()
+    (root / "abort").write_bytes(b"")          # as after a SIGKILL
+    s2 = DefaultMessageStore(_cfg(root))
+    s2.load()
+    try:
+        rep = s2.recovery_report
+        assert rep is not None and rep.abnormal
+        # the walk starts at the last record the checkpoint covers: that one record at most
+        assert rep.dispatched <= 1 and rep.process_offset == end, rep
+        s2.start()
+        got = s2.get_message("g", "T", 1, 0, 64)
+        assert got.msg_count == 30
+        assert len(s2.query_message("T", "k59", 10, 0, 2**62).message_buffers) == 1
+    finally:
+        s2.shutdown()
