@@ -97,6 +97,19 @@ def test_crashes_in_the_first_minute_recover_from_the_checkpoint_file(tmp_path):
         s.shutdown()
 
 
+def _started_with_puts(root: Path, n: int, queues: int = 1) -> tuple[DefaultMessageStore, int]:
+    """A started store with n 1000-byte messages (KEYS k<i>); the last one's store time."""
+    s = DefaultMessageStore(_cfg(root))
+    s.load()
+    s.start()
+    last = 0
+    for i in range(n):
+        r = s.put_message(MessageExtBrokerInner("T", i % queues, b"q" * 1000, {"KEYS": f"k{i}"}))
+        assert r.is_ok()
+        last = r.appendMessageResult.storeTimestamp
+    return s, last
+
+
 def test_checkpoint_store_time_follows_every_complete_flush(tmp_path):
     """The checkpoint's physicMsgTimestamp says "everything stored until then is on disk".
     4.9.8 moves it on thorough flushes only (every 10 s), so a crash re-walks up to 13 s of
@@ -105,15 +118,8 @@ def test_checkpoint_store_time_follows_every_complete_flush(tmp_path):
     when the regular rounds had already flushed every byte (rmqd skipped it, and the
     checkpoint kept a stale time: the next crash walked from long before the real end)."""
     root = tmp_path / "s"
-    s = DefaultMessageStore(_cfg(root))
-    s.load()
-    s.start()
+    s, last = _started_with_puts(root, 40)
     try:
-        last = 0
-        for i in range(40):
-            r = s.put_message(MessageExtBrokerInner("T", 0, b"z" * 1000))
-            assert r.is_ok()
-            last = r.appendMessageResult.storeTimestamp
         mfq = s.commit_log.mapped_file_queue
         while not mfq.flush(1):   # a regular round (flushCommitLogLeastPages > 0) reaching every byte
             pass
@@ -131,15 +137,8 @@ def test_idle_store_checkpoint_moves_past_the_last_writes(tmp_path):
     seconds (quiet points, idle thorough rounds), so a crash then re-walks nothing: crash
     recovery starts at the commit log's end instead of 3 s (4.9.8: up to 60 s) before it."""
     root = tmp_path / "s"
-    s = DefaultMessageStore(_cfg(root))
-    s.load()
-    s.start()
+    s, last = _started_with_puts(root, 60, queues=2)
     try:
-        last = 0
-        for i in range(60):
-            r = s.put_message(MessageExtBrokerInner("T", i % 2, b"q" * 1000, {"KEYS": f"k{i}"}))
-            assert r.is_ok()
-            last = r.appendMessageResult.storeTimestamp
         deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline and s.checkpoint.get_min_timestamp() <= last:
             time.sleep(0.1)
