@@ -45,9 +45,12 @@ class StoreCheckpoint:
             self.physicMsgTimestamp, self.logicsMsgTimestamp, self.indexMsgTimestamp = _LAYOUT.unpack_from(self._mm, 0)
         else:
             self.physicMsgTimestamp = self.logicsMsgTimestamp = self.indexMsgTimestamp = 0
+        # what the file says (the attributes run ahead of it between flushes)
+        self.flushed_min_timestamp = self.get_min_timestamp()
 
     def flush(self) -> None:
         _LAYOUT.pack_into(self._mm, 0, self.physicMsgTimestamp, self.logicsMsgTimestamp, self.indexMsgTimestamp)
+        self.flushed_min_timestamp = self.get_min_timestamp()
         try:
             self._mm.flush()
         except ValueError:

@@ -245,14 +245,14 @@ class DefaultMessageStore:
 
     def _checkpoint_behind(self, end_before: int) -> bool:
         """The store is idle (nothing appended since ``end_before``) while crash recovery
-        would still re-walk its last writes (the checkpoint's time, less the 3 s margin, is
-        before the last append): then a thorough round moves the checkpoint to the present.
+        would still re-walk its last writes (the checkpoint file's time, less the 3 s margin,
+        is before the last append): then a thorough round moves the checkpoint to the present.
         4.9.8 waits for its next thorough round (flushConsumeQueueThoroughInterval, 60 s)."""
         mfs = self.commit_log.mapped_file_queue.mapped_files
         if self.checkpoint is None or not mfs or self.commit_log.get_max_offset() != end_before:
             return False
         last_append = mfs[-1].store_timestamp
-        return last_append > 0 and self.checkpoint.get_min_timestamp() <= last_append
+        return last_append > 0 and self.checkpoint.flushed_min_timestamp <= last_append
 
     def _cq_flush_loop(self) -> None:
         interval = self.config.flushIntervalConsumeQueue / 1000
