@@ -43,11 +43,11 @@ def _parse(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Names
         return int(e.code or 0)
 
 
-def _session(master: str | None):
+def _session(master: str | None, light_jvm: bool = False):
     """No --master: spark-submit's master, or spark-submit's own default (local[*]) when run
-    as plain Python."""
+    as plain Python. ``light_jvm``: the job is Python tasks only (see spark.session)."""
     from spark.session import get_session
-    return get_session(master)
+    return get_session(master, light_jvm=light_jvm)
 
 
 def _is_store(path: str) -> bool:
@@ -134,7 +134,8 @@ def verify_main(argv: list[str] | None = None) -> int:
     try:
         from spark.verify import CHECKS, format_report, verify_store
         checks = CHECKS if a.checks is None else [c.strip() for c in a.checks.split(",") if c.strip()]
-        spark = _session(a.master)
+        # without --against every check is a Python task: a JVM that does not JIT-compile hard
+        spark = _session(a.master, light_jvm=not a.against or "against" not in checks)
         # absolute: the data source plans its partitions in a Python worker, whose working
         # directory is not necessarily this one (a relative storePathRootDir=./store)
         report = verify_store(spark, os.path.abspath(a.store), against=a.against and os.path.abspath(a.against), options={**conf_options, **_options(a)},

@@ -245,9 +245,12 @@ class _Runs:
 
     def __init__(self, u8: np.ndarray, starts: np.ndarray) -> None:
         n = u8.shape[0]
-        c = np.unique(starts[(starts >= 0) & (starts <= n - 8)])
-        total = _gather(u8, c, "i").astype(np.int64)
-        magic = _gather(u8, c + 4, "I").astype(np.int64)
+        c = starts[(starts >= 0) & (starts <= n - 8)]
+        if c.size > 1 and not (c[1:] > c[:-1]).all():  # a task's units come sorted: usually no sort
+            c = np.unique(c)
+        # totalSize and magic code of each, one 8-byte item copied per start
+        head = _overlapping(u8, 8)[c].view(">i4").reshape(-1, 2).astype(np.int64)
+        total, magic = head[:, 0], head[:, 1] & 0xFFFFFFFF
         ok = ((magic == L.MAGIC_CODE_V1) | (magic == L.MAGIC_CODE_V2)) & (total >= L.MIN_RECORD_SIZE) & (total <= n - c)
         c, total = c[ok], total[ok]
         nxt = c + total

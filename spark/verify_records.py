@@ -281,8 +281,11 @@ class _Batch:
             sep = sep[(r >= 0) & (sep < e[np.maximum(r, 0)])]
         else:
             sep = sep[:0]
-        starts = np.sort(np.concatenate([s, sep + 1]))
-        ends = np.sort(np.concatenate([sep, e]))
+        if sep.size:  # two sorted runs each: the stable sort merges them
+            starts = np.sort(np.concatenate([s, sep + 1]), kind="stable")
+            ends = np.sort(np.concatenate([sep, e]), kind="stable")
+        else:  # keys without separators (most): each range is its one token
+            starts, ends = s, e
         keep = ends > starts
         starts, ends = starts[keep], ends[keep]
         owner = rows[np.searchsorted(s, starts, side="right") - 1]
@@ -301,14 +304,16 @@ def _pairs_among(phy: np.ndarray, hsh: np.ndarray, want_phy: np.ndarray, want_ha
     if phy.size == 0:
         return np.zeros(want_phy.size, bool)
     a = np.searchsorted(phy, want_phy)
-    run = np.searchsorted(phy, want_phy, side="right") - a
-    probes = int(run.max(initial=0))
-    if probes <= MAX_PROBES:
-        found = np.zeros(want_phy.size, bool)
-        last = phy.size - 1
-        for k in range(probes):
-            found |= (k < run) & (hsh[np.minimum(a + k, last)] == want_hash)
-        return found
+    found = np.zeros(want_phy.size, bool)
+    last = phy.size - 1
+    for k in range(MAX_PROBES + 1):
+        i = np.minimum(a + k, last)
+        at = (a + k <= last) & (phy[i] == want_phy)  # still within the offset's run
+        if not at.any():
+            return found
+        if k == MAX_PROBES:
+            break
+        found |= at & (hsh[i] == want_hash)
     have = np.sort(((phy - origin) << 31) | hsh.astype(np.int64))
     want = ((want_phy - origin) << 31) | want_hash
     j = np.minimum(np.searchsorted(have, want), have.size - 1)
