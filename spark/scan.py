@@ -385,6 +385,8 @@ def _gather(u8: np.ndarray, pos: np.ndarray, code: str) -> np.ndarray:
 _SHORT_BYTES = 64  # mean length up to which _varbinary gathers bytes instead of building views (property
 # strings of ~100 bytes copy faster through views; names, values and topics are shorter)
 _INLINE = np.arange(12)  # Arrow binary_view: values up to 12 bytes live inside the 16-byte view
+# a longer value's view: its length, its first 4 bytes, data buffer and offset
+_VIEW = np.dtype([("length", "<i4"), ("prefix", "V4"), ("buffer", "<i4"), ("offset", "<i4")])
 
 
 def _byte_index(starts: np.ndarray, lengths: np.ndarray, offsets: np.ndarray, total: int) -> np.ndarray:
@@ -420,14 +422,19 @@ def _varbinary(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray, typ: pa.
         return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
     lo = int(starts.min())
     hi = int((starts + lengths).max())
-    views = np.zeros((n, 16), dtype=np.uint8)
-    views[:, 0:4] = lengths.astype("<i4").view(np.uint8).reshape(n, 4)
-    inline = u8[np.minimum(starts[:, None] + _INLINE, u8.shape[0] - 1)]
-    inline[_INLINE[None, :] >= lengths[:, None]] = 0
-    views[:, 4:16] = inline
-    long = lengths > 12
-    views[long, 8:12] = 0  # data buffer 0
-    views[long, 12:16] = (starts[long] - lo).astype("<i4").view(np.uint8).reshape(-1, 4)
+    # every view written as a long value's (length, 4-byte prefix, buffer 0, offset): field
+    # by field, the prefix one 4-byte item per row; then the short values (inline bytes), few
+    views = np.empty(n, dtype=_VIEW)
+    views["length"] = lengths
+    if u8.shape[0] >= 4:  # (a shorter buffer holds short values only: all inline below)
+        views["prefix"] = _overlapping(u8, 4)[np.minimum(starts, u8.shape[0] - 4)]
+    views["buffer"] = 0
+    views["offset"] = starts - lo
+    short = np.flatnonzero(lengths <= 12)
+    if short.size:
+        inline = u8[np.minimum(starts[short, None] + _INLINE, u8.shape[0] - 1)]
+        inline[_INLINE[None, :] >= lengths[short, None]] = 0
+        views.view(np.uint8).reshape(n, 16)[short, 4:16] = inline
     arr = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), pa.py_buffer(u8[lo:max(hi, lo + 1)])])
     return arr.cast(typ)
 

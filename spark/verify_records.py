@@ -205,9 +205,10 @@ class _Batch:
                                 int(tags[ri[j]]))
         # records dispatch puts in a queue and no unit points to (below a queue's first unit
         # they expired with its files)
-        dispatched = np.isin(f["sys_flag"] & TRAN_MASK, DISPATCHED_TYPES)
-        j = np.minimum(np.searchsorted(clo, pos), max(clo.size - 1, 0))
-        in_queue = (clo[j] == pos) if clo.size else np.zeros(pos.size, bool)
+        tran = f["sys_flag"] & TRAN_MASK
+        dispatched = (tran == DISPATCHED_TYPES[0]) | (tran == DISPATCHED_TYPES[1])
+        in_queue = np.zeros(pos.size, bool)
+        in_queue[ri] = True  # the records some unit matched (offsets are unique: no second search)
         cand = np.flatnonzero(dispatched & ~in_queue)
         if cand.size:
             has, first = q.lookup(tid[cand], qid[cand])

@@ -192,3 +192,24 @@ def test_pairs_among_is_membership(have, want, many_per_offset):
     wh = np.array([h for _p, h in want], dtype=np.int64)
     got = R._pairs_among(hp, hh, wp, wh, 0)
     assert got.tolist() == [w in set(have) for w in want]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=1, max_size=80), st.lists(st.tuples(st.integers(0, 79), st.integers(0, 40)), min_size=1, max_size=20),
+       st.booleans())
+def test_varbinary_views_and_gather(data, ranges, views):
+    """Byte ranges of a buffer as an Arrow binary array, through the binary_view array built
+    field by field (short values inline, long ones by prefix and offset) or the byte gather."""
+    import pyarrow as pa
+
+    from spark import scan
+    u8 = np.frombuffer(data, dtype=np.uint8)
+    starts = np.array([min(s, len(data) - 1) for s, _l in ranges], dtype=np.int64)
+    lengths = np.array([min(ln, len(data) - s) for s, (_s, ln) in zip(starts.tolist(), ranges)], dtype=np.int64)
+    old = scan._SHORT_BYTES
+    scan._SHORT_BYTES = -1 if views else 1 << 20
+    try:
+        got = scan._varbinary(u8, starts, lengths, pa.binary()).to_pylist()
+    finally:
+        scan._SHORT_BYTES = old
+    assert got == [data[s:s + ln] for s, ln in zip(starts.tolist(), lengths.tolist())]
