@@ -15,6 +15,9 @@ BLANK end-of-file record), then measures, on warm page cache:
   spark ceiling   the same Spark path fed one already-decoded batch over and over: what Spark
                   alone costs to take a Python data source's Arrow batches into rows, i.e. the
                   best any Python reader could reach on this machine
+  spark verify    rmqd spark verify of the whole store, in a session (and JVM) of its own built as
+                  the command builds it (a second run of this script after the scans); its session
+                  start and first run are shown apart from the timed runs
 and prints MB/s and MB/s per core, each per-core rate as a fraction of the raw rates, and for
 the Spark scans the CPU seconds spent in the JVM and in the Python workers.
 
