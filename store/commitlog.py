@@ -9,6 +9,7 @@ struct.pack_into, straight into the mmap. A record never spans files: when it do
 from __future__ import annotations
 
 import enum
+import logging
 import struct
 import threading
 import time
@@ -17,7 +18,7 @@ from typing import Callable
 
 from store.config import MessageStoreConfig
 from store.consumequeue import SCHEDULE_TOPIC, tags_code_of
-from store.mapped_file import WARM_AHEAD, MappedFile, MappedFileQueue
+from store.mapped_file import MappedFile, MappedFileQueue
 from wire.errors import WireError
 from wire.message import (
     BLANK_MAGIC_CODE, BLANK_RECORD_STRUCT as _BLANK, MAGIC_CODE_V1, MAGIC_CODE_V2, QUEUE_OFFSET_POSITION,
@@ -32,6 +33,8 @@ _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
 _TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 _NO_QUEUE_OFFSET = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
+
+log = logging.getLogger("rmqd.store")
 
 
 def _with_host_flags(sys_flag: int, born_host: bytes, store_host: bytes) -> int:
@@ -224,7 +227,7 @@ class CommitLog:
         msg.topic = SCHEDULE_TOPIC
         msg.queue_id = level - 1
 
-    def encode(self, msg: MessageExtBrokerInner) -> bytes | PutMessageStatus:
+    def encode(self, msg: MessageExtBrokerInner) -> bytearray | PutMessageStatus:
         """Record bytes with queue offset / physical offset / store time left 0 (patched in the lock)."""
         props_b = msg.get_properties_string().encode("utf-8")
         if len(props_b) > SHORT_MAX:
@@ -243,8 +246,8 @@ class CommitLog:
         head = st.pack(total, magic, crc32_masked(body), msg.queue_id, msg.flag, 0, 0, sys_flag,
                        msg.born_timestamp, msg.born_host, msg.born_port, 0, msg.store_host, msg.store_port,
                        msg.reconsume_times, msg.prepared_transaction_offset, len(body))
-        return b"".join((head, body, len(topic_b).to_bytes(tlen_size, "big"), topic_b,
-                         len(props_b).to_bytes(2, "big"), props_b))
+        return bytearray(b"").join((head, body, len(topic_b).to_bytes(tlen_size, "big"), topic_b,
+                                    len(props_b).to_bytes(2, "big"), props_b))
 
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         self._apply_delay(msg)
@@ -267,16 +270,18 @@ class CommitLog:
             pos = mf.wrote_position
             qoff = 0 if tran in _NO_QUEUE_OFFSET else self.topic_queue_table.get(key, 0)
             phy = mf.file_from_offset + pos
-            mm = mf.mm
-            mm[pos:pos + n] = rec
-            _QQ.pack_into(mm, pos + QUEUE_OFFSET_POSITION, qoff, phy)
-            _Q.pack_into(mm, pos + ts_pos, now)
+            _QQ.pack_into(rec, QUEUE_OFFSET_POSITION, qoff, phy)
+            _Q.pack_into(rec, ts_pos, now)
+            try:
+                mf.write(pos, rec)
+            except OSError as exc:  # disk full: nothing is published, the position stays
+                log.error("commit log %s: write at %d failed: %s", mf.file_name, pos, exc)
+                self.begin_time_in_lock = 0
+                return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, None)
             mf.wrote_position = pos + n
             mf.store_timestamp = now
             if tran not in _NO_QUEUE_OFFSET:
                 self.topic_queue_table[key] = qoff + 1
-            if pos + n + WARM_AHEAD // 2 >= mf.warmed_position:
-                mf.warm_ahead(pos + n)
             self.begin_time_in_lock = 0
         msg.store_timestamp = now
         res = AppendMessageResult(AppendMessageStatus.PUT_OK, phy, n, now, qoff, 1, 0, msg.store_host, msg.store_port)
@@ -304,7 +309,7 @@ class CommitLog:
     def _write_blank(self, mf: MappedFile, pos: int) -> None:
         remaining = mf.file_size - pos
         if remaining >= 8:
-            _BLANK.pack_into(mf.mm, pos, remaining, BLANK_MAGIC_CODE)
+            mf.write(pos, _BLANK.pack(remaining, BLANK_MAGIC_CODE))
         mf.wrote_position = mf.file_size
 
     def encode_batch(self, batch: MessageExtBatch) -> list[bytes] | PutMessageStatus:
@@ -367,22 +372,24 @@ class CommitLog:
             pos = mf.wrote_position
             begin_qoff = qoff = self.topic_queue_table.get(key, 0)
             wrote = mf.file_from_offset + pos
-            mm = mf.mm
-            p = pos
+            buf = bytearray(b"").join(recs)
+            p = 0
             phys = []
             for r in recs:
-                n = len(r)
-                mm[p:p + n] = r
-                phy = mf.file_from_offset + p
-                _QQ.pack_into(mm, p + QUEUE_OFFSET_POSITION, qoff, phy)
-                _Q.pack_into(mm, p + ts_pos, now)
+                phy = wrote + p
+                _QQ.pack_into(buf, p + QUEUE_OFFSET_POSITION, qoff, phy)
+                _Q.pack_into(buf, p + ts_pos, now)
                 phys.append(phy)
                 qoff += 1
-                p += n
-            mf.wrote_position = p
+                p += len(r)
+            try:
+                mf.write(pos, buf)
+            except OSError as exc:  # disk full: nothing is published, the position stays
+                log.error("commit log %s: write at %d failed: %s", mf.file_name, pos, exc)
+                return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, None)
+            mf.wrote_position = pos + p
             mf.store_timestamp = now
             self.topic_queue_table[key] = qoff
-            mf.warm_ahead(p)
         res = AppendMessageResult(AppendMessageStatus.PUT_OK, wrote, total, now, begin_qoff, len(recs), 0,
                                   batch.store_host, batch.store_port, phys)
         if self.on_appended is not None:

@@ -79,7 +79,7 @@ def append_at(store: Any, offset: int, data: bytes | memoryview) -> int:
         if pos != mf.wrote_position or pos + n > mf.file_size:
             raise HAAppendError(f"{n} bytes at offset {offset} do not fit file {mf.file_name} "
                                 f"(wrote position {mf.wrote_position}, size {mf.file_size})")
-        mf.mm[pos:pos + n] = data
+        mf.write(pos, data)
         mf.wrote_position = pos + n
     end = offset + n
     if commit_log.on_appended is not None:

@@ -2,7 +2,8 @@
 
 Every file of a queue (commit log, one consume queue) has the same preallocated size and is
 named by the 20-digit zero-padded offset of its first byte (UtilAll.offset2FileName). Writers
-copy bytes straight into the mmap; readers get memoryviews of it (zero-copy pull responses);
+write with pwrite(2) through a descriptor of their own (see :meth:`MappedFile.write`); readers
+get memoryviews of the mapping (zero-copy pull responses);
 flushing is fdatasync of the file (MappedByteBuffer.force in RocketMQ), see :func:`sync_file`.
 
 A file whose size differs from the configured size, or whose name is not an offset, is refused
@@ -17,6 +18,7 @@ import mmap
 import os
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -27,9 +29,6 @@ log = logging.getLogger("rmqd.store")
 OS_PAGE_SIZE = 4096
 TEMP_SUFFIX = ".creating"  # a file being created (see create_file_atomically)
 DELETE_FILES_BATCH_MAX = 10
-WARM_AHEAD = 8 << 20  # bytes of a commit-log file mapped ahead of the writer
-MADV_POPULATE_READ = 22  # Linux 5.14+ (not yet a constant in Python 3.11's mmap module)
-_WARM_ADVICE = MADV_POPULATE_READ
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -81,8 +80,7 @@ def sync_file(path: str) -> bool:
     """fdatasync ``path``: writes back every page dirtied through a mapping of it and -
     unlike ``mmap.flush`` (msync), which holds the GIL in CPython 3.11 - lets other threads
     run meanwhile, so appends go on while the disk works. A commit-log file is dirty only up
-    to its write position (warmed pages are clean), so this costs what an msync of the range
-    would. False if the file is gone (deleted by expiry)."""
+    to its write position, so this costs what an msync of the range would. False if the file is gone (deleted by expiry)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -131,7 +129,7 @@ class MappedFile:
 
     __slots__ = ("path", "file_name", "file_size", "file_from_offset", "mm", "wrote_position",
                  "flushed_position", "store_timestamp", "first_create_in_queue", "_available",
-                 "warmed_position", "__weakref__")
+                 "_fd", "__weakref__")
 
     def __init__(self, path: str | os.PathLike, file_size: int, *, create: bool = True, sync_dir: bool = False,
                  preallocate: bool = True):
@@ -161,7 +159,7 @@ class MappedFile:
         self.store_timestamp = 0
         self.first_create_in_queue = False
         self._available = True
-        self.warmed_position = 0
+        self._fd = -1  # the write descriptor, opened by the first write (see write)
 
     def __repr__(self) -> str:
         return f"MappedFile({self.file_name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
@@ -190,33 +188,52 @@ class MappedFile:
         n = len(data)
         if pos + n > self.file_size:
             return False
-        self.mm[pos:pos + n] = data
+        self.write(pos, data)
         self.wrote_position = pos + n
         return True
 
-    def warm_ahead(self, pos: int) -> None:
-        """Map the next WARM_AHEAD bytes after ``pos`` before the writer gets there (madvise
-        MADV_POPULATE_READ: page-cache pages mapped read-only, nothing dirtied, so no extra
-        disk writes): the first write to a page of a preallocated file otherwise takes a full
-        page fault, which costs more than the append itself. Called by the single writer
-        under its lock; cheap when the window is already ahead."""
-        warmed = self.warmed_position
-        if pos + WARM_AHEAD // 2 < warmed or warmed >= self.file_size:
-            return
-        start = max(warmed, pos - pos % OS_PAGE_SIZE)
-        length = min(WARM_AHEAD, self.file_size - start)
-        self.warmed_position = start + length
-        global _WARM_ADVICE
+    def write(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        """Write ``data`` at ``pos`` with pwrite(2) rather than through the mapping.
+
+        A store through the mapping into a page that a flush has just cleaned (or never
+        touched) takes a write fault in the kernel (ext4's page_mkwrite, waiting for the page's
+        writeback), 100 us on average and tens of ms at worst for a consume-queue unit, and
+        CPython holds the GIL all that time, stalling the event loop. pwrite costs ~3 us,
+        drops the GIL inside the kernel, and on a full disk fails with ENOSPC instead of a
+        SIGBUS. The mapping and pwrite share the page cache, so readers of the mapping see
+        the bytes as soon as this returns. The descriptor is opened lazily (files only read
+        never hold one) and closed when the object goes (never while a writer still holds
+        it, so a closed file can never have another file's reused descriptor written); if it
+        cannot be opened (descriptors exhausted) the file is written through the mapping."""
+        if not self._available:
+            raise ValueError(f"{self.path} is closed")
+        fd = self._fd
+        if fd < 0:
+            fd = self._open_write_fd() if fd == -1 else -2
+            if fd < 0:
+                self.mm[pos:pos + len(data)] = data
+                return
+        n = len(data)
+        done = os.pwrite(fd, data, pos)
+        while done < n:  # a regular file writes short only when the disk fills up mid-way
+            more = os.pwrite(fd, memoryview(data)[done:], pos + done)
+            if more <= 0:
+                raise OSError(errno.ENOSPC, f"short write to {self.path} at {pos + done}")
+            done += more
+
+    def _open_write_fd(self) -> int:
         try:
-            self.mm.madvise(_WARM_ADVICE, start, length)
-        except OSError:
-            if _WARM_ADVICE == MADV_POPULATE_READ:  # kernel before 5.14: read-ahead only
-                _WARM_ADVICE = getattr(mmap, "MADV_WILLNEED", MADV_POPULATE_READ)
-        except (ValueError, AttributeError):  # pragma: no cover - closed mapping; advice only
-            pass
+            fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        except OSError as exc:
+            log.warning("%s: no descriptor for writing (%s); writing through the mapping", self.path, exc)
+            self._fd = -2
+            return -2
+        self._fd = fd
+        weakref.finalize(self, os.close, fd)
+        return fd
 
     def write_at(self, pos: int, data: bytes | memoryview) -> None:
-        self.mm[pos:pos + len(data)] = data
+        self.write(pos, data)
 
     # ---- flushing ---------------------------------------------------------------------------
     def is_able_to_flush(self, least_pages: int) -> bool:

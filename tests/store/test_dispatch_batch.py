@@ -119,21 +119,6 @@ def test_dispatch_info_matches_check_message(tmp_path: Path) -> None:
         view.release()
 
 
-def test_warm_ahead_maps_ahead_without_changing_content(tmp_path: Path) -> None:
-    mf = MappedFile(tmp_path / f"{0:020d}", 64 << 20)
-    try:
-        mf.warm_ahead(0)
-        assert mf.warmed_position > 0
-        w = mf.warmed_position
-        mf.warm_ahead(10)  # well inside the window: nothing to do
-        assert mf.warmed_position == w
-        mf.warm_ahead(w - 1)
-        assert mf.warmed_position > w
-        assert bytes(mf.mm[:4096]) == bytes(4096)
-    finally:
-        mf.destroy()
-
-
 def test_sync_file_of_a_deleted_file_reports_failure(tmp_path: Path) -> None:
     assert not sync_file(str(tmp_path / "gone"))
     p = tmp_path / "here"
