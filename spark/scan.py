@@ -443,8 +443,12 @@ def _strings(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[p
     """UTF-8 strings; rows that are not valid UTF-8 are decoded with replacement characters and
     flagged (returned mask True = was valid)."""
     try:
-        arr = _varbinary(u8, starts, lengths, pa.string())
-        arr.validate(full=True)
+        # built as binary (a cast to string would check UTF-8 as well as validate below), then
+        # viewed as strings: ASCII bytes (usual) are valid UTF-8, anything else is checked
+        arr = _varbinary(u8, starts, lengths, pa.binary()).view(pa.string())
+        data = arr.buffers()[2]
+        if data is not None and data.size and int(np.frombuffer(data, dtype=np.uint8).max()) >= 0x80:
+            arr.validate(full=True)
         return arr, np.ones(len(arr), dtype=bool)
     except pa.ArrowInvalid:
         raw = _varbinary(u8, starts, lengths, pa.binary()).to_pylist()
@@ -496,6 +500,17 @@ def _property_items(props: pa.Array) -> tuple[np.ndarray, ...]:
     if ones.size == 0:
         empty = np.zeros(0, np.int64)
         return data, empty, empty, empty, empty
+    full = e > s  # the empty item after each row's last \x02 holds nothing (and is never valid)
+    if ones.size == int(np.count_nonzero(full)):
+        # usually every non-empty item holds exactly one \x01: then the i-th \x01 lies inside
+        # the i-th of them (items are disjoint and in order, so it is that item's first): no
+        # search. (Dropping the empty items is right for the search below as well.)
+        s, e, row = s[full], e[full], row[full]
+        if ((ones >= s) & (ones < e)).all():
+            valid = (ones > s) & (ones < e - 1)
+            if valid.all():
+                return data, s, ones, e, row
+            return data, s[valid], ones[valid], e[valid], row[valid]
     j = np.searchsorted(ones, s)
     k = ones[np.minimum(j, ones.size - 1)]
     valid = (j < ones.size) & (k > s) & (k < e - 1)
@@ -522,8 +537,7 @@ def properties_columns(props: pa.Array, with_map: bool = True,
     m = pa.MapArray.from_arrays(pa.array(offsets), keys, values, type=_MAP_TYPE) if with_map else None
     looked = []
     key_len = k - s
-    for name in names:
-        hit = _items_named(data, s, key_len, name)
+    for hit in _items_named_each(data, s, key_len, names):
         pick = np.full(n, -1, dtype=np.int64)
         if hit.size:
             r = row[hit]
@@ -549,6 +563,22 @@ def _items_named(data: np.ndarray, key_start: np.ndarray, key_len: np.ndarray, n
         return cand[same]
     same = (data[starts[:, None] + np.arange(want.size)] == want).all(axis=1)
     return cand[same]
+
+
+def _items_named_each(data: np.ndarray, key_start: np.ndarray, key_len: np.ndarray,
+                      names: tuple[str, ...]) -> list[np.ndarray]:
+    """_items_named of each of ``names``; names of up to 8 bytes (TAGS, KEYS, UNIQ_KEY, DELAY)
+    share one gather of every item's first 8 bytes, compared as big-endian words."""
+    wants = [np.frombuffer(name.encode(), dtype=np.uint8) for name in names]
+    if not (key_start.size and all(0 < w.size <= 8 for w in wants) and data.size >= 8
+            and int(key_start.max()) + 8 <= data.size):
+        return [_items_named(data, key_start, key_len, name) for name in names]
+    words = _overlapping(data, 8)[key_start].view(">u8").astype(np.uint64)
+    out = []
+    for want in wants:
+        same = (words >> np.uint64(8 * (8 - want.size))) == np.uint64(int.from_bytes(want.tobytes(), "big"))
+        out.append(np.flatnonzero(same & (key_len == want.size)))
+    return out
 
 
 def properties_map(props: pa.Array) -> pa.MapArray:
@@ -1014,7 +1044,7 @@ def check_queue_file(qf: QueueFile, units: np.ndarray, file_size: int, probs: "_
 @dataclass
 class IndexView:
     header: np.void
-    slots: np.ndarray
+    slots: np.ndarray    # int32: the entry each slot's chain starts at
     entries: np.ndarray  # entries[0] is the unused entry 0
     slot_num: int
     index_num: int
@@ -1032,9 +1062,13 @@ def read_index(ref: IndexFileRef, hash_slot_num: int | None = None, index_num: i
             head[:L.INDEX_HEADER_SIZE].view(L.INDEX_HEADER_DTYPE)[0]
         slot_bytes = head[L.INDEX_HEADER_SIZE:]
         slot_bytes = slot_bytes[:slot_bytes.size - slot_bytes.size % L.HASH_SLOT_SIZE]
-        slots = np.zeros(s, np.int64)
-        got = slot_bytes.view(L.SLOT_DTYPE)["lastIndex"].astype(np.int64)
-        slots[:got.size] = got
+        # int32, as stored (a default table is 5M slots: int64 doubled what each task touched)
+        got = slot_bytes.view(L.SLOT_DTYPE)["lastIndex"].astype(np.int32)
+        if got.size == s:  # the whole slot table (not a file cut short): the copy is the table
+            slots = got
+        else:
+            slots = np.zeros(s, np.int32)
+            slots[:got.size] = got
         have = max(0, min(n, (ref.size - e0) // L.INDEX_ENTRY_SIZE))
         count = max(1, min(int(header["indexCount"]), have))
         fh.seek(e0)

@@ -146,6 +146,87 @@ def test_properties_map_follows_java_rules(texts):
         assert m == decode_properties(t)
 
 
+_PROP_PART = st.text(alphabet=st.sampled_from(["a", "Z", "é", " ", "="]), max_size=6)
+# name\x01value items joined by \x02, as brokers write them (mostly one \x01 an item: the
+# fast path of _property_items), with now and then an empty name or value, a second \x01 or
+# an extra \x02, which take the general path
+_PROP_ITEM = st.one_of(st.tuples(_PROP_PART, _PROP_PART).map(lambda nv: f"{nv[0]}\x01{nv[1]}"),
+                       _PROP_PART, st.tuples(_PROP_PART, _PROP_PART).map(lambda nv: f"{nv[0]}\x01\x01{nv[1]}"))
+_PROP_ITEMS = st.lists(st.one_of(st.tuples(_PROP_PART, _PROP_PART).map(lambda nv: f"{nv[0]}\x01{nv[1]}"), _PROP_ITEM),
+                       max_size=5).map("\x02".join)
+_PROP_ROW = st.one_of(_PROP_ITEMS, _PROP_ITEMS.map(lambda t: t + "\x02"), _PROP_ITEMS.map(lambda t: "\x02" + t))
+_PROP_PAIR = st.tuples(st.text(alphabet=st.sampled_from(["a", "Z", "é"]), min_size=1, max_size=6),
+                       _PROP_PART).map(lambda nv: f"{nv[0]}\x01{nv[1]}")
+_WELL_FORMED_ROW = st.lists(_PROP_PAIR, max_size=5).map(lambda items: "".join(i + "\x02" for i in items))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.lists(_PROP_ROW, min_size=1, max_size=20), st.lists(_WELL_FORMED_ROW, min_size=1, max_size=20)))
+def test_properties_map_of_item_lists_follows_java_rules(texts):
+    arr = pa.array(texts, pa.string())
+    got = scan.properties_map(arr).to_pylist()
+    for t, g in zip(texts, got):
+        m = {}
+        for k, v in g:
+            m[k] = v
+        assert m == decode_properties(t)
+    # the sliced array (a non-zero offset into its buffers) gives the same
+    if len(texts) > 1:
+        assert scan.properties_map(arr.slice(1)).to_pylist() == got[1:]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "TAG", "KEYSX", "UNIQ_KEZ", "tags"]),
+                          st.text(alphabet=st.sampled_from(["T", "A", "G", "S", "K", "\x02"]), max_size=9)),
+                max_size=30), st.integers(0, 9))
+def test_items_named_each_equals_one_name_at_a_time(names, tail):
+    """The shared 8-byte-word comparison finds exactly the items _items_named finds per name,
+    also for items near the end of the buffer (the per-name fallback)."""
+    text = "".join(f"{n}\x01v\x02" for n in names)[: max(0, len("".join(f"{n}\x01v\x02" for n in names)) - tail)]
+    data = np.frombuffer(text.encode() or b"\x00", dtype=np.uint8)
+    starts, lens, at = [], [], 0
+    for n in names:
+        if at + len(n.encode()) <= data.size:
+            starts.append(at)
+            lens.append(len(n.encode()))
+        at += len(n.encode()) + 3
+    s, ln = np.array(starts, np.int64), np.array(lens, np.int64)
+    wanted = ("TAGS", "KEYS", "UNIQ_KEY", "DELAY")
+    got = scan._items_named_each(data, s, ln, wanted)
+    for name, hit in zip(wanted, got):
+        assert hit.tolist() == scan._items_named(data, s, ln, name).tolist()
+
+
+_STRING_BYTES = st.one_of(st.binary(max_size=30), st.text(max_size=20).map(lambda t: t.encode()),
+                          st.sampled_from([b"\xff", b"\xc3", b"abc\xe2\x82", "é値".encode(), b"\xed\xa0\x80"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_STRING_BYTES, min_size=1, max_size=40), st.integers(0, 3))
+def test_strings_flag_exactly_the_rows_that_are_not_utf8(values, gap):
+    """_strings over byte ranges of one buffer: each row decoded as UTF-8, invalid rows flagged
+    and decoded with replacement characters (both the short-value and the long-value paths)."""
+    for scale in (1, 8):  # 8: values long enough for the binary_view path
+        vals = [v * scale for v in values]
+        buf = bytearray()
+        starts = []
+        for v in vals:
+            buf += b"\x00" * gap
+            starts.append(len(buf))
+            buf += v
+        u8 = np.frombuffer(bytes(buf) + b"\x00" * 16, dtype=np.uint8)
+        arr, ok = scan._strings(u8, np.array(starts, np.int64), np.array([len(v) for v in vals], np.int64))
+        want_ok = []
+        for v in vals:
+            try:
+                v.decode("utf-8")
+                want_ok.append(True)
+            except UnicodeDecodeError:
+                want_ok.append(False)
+        assert ok.tolist() == want_ok
+        assert arr.to_pylist() == [v.decode("utf-8", "replace") for v in vals]
+
+
 @pytest.mark.parametrize("fixture", [CLEAN, CRASHED], ids=["clean", "crashed"])
 def test_consume_queue_rows_equal_dump(fixture):
     dump = _dump(fixture, "consumequeue-dump.jsonl.gz")
