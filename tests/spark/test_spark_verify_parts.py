@@ -63,6 +63,32 @@ def test_compact_round_trip(values):
     assert back.dtype == np.int64 and back.tolist() == a.tolist()
 
 
+_run = st.tuples(st.integers(-(2 ** 62), 2 ** 62), st.lists(st.integers(-300, 40_000), max_size=120))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_run, min_size=1, max_size=6), st.sampled_from([np.int64, np.int32]))
+def test_compact_round_trip_of_concatenated_runs(runs, dtype):
+    """Runs of small steps joined by big jumps (queues concatenated): the few wide steps kept
+    aside, the values back exactly."""
+    info = np.iinfo(dtype)
+    parts = [np.clip(start + np.cumsum(np.array([0] + steps, dtype=np.int64)), info.min, info.max) for start, steps in runs]
+    a = np.concatenate(parts).astype(dtype)
+    p = compact.pack(a)
+    back = compact.unpack(pickle.loads(pickle.dumps(p)))
+    assert back.dtype == a.dtype and back.tolist() == a.tolist()
+
+
+def test_compact_keeps_a_few_wide_steps_aside():
+    queues = np.concatenate([2 ** 33 + q * 10 + np.arange(0, 50_000 * 4852, 4852, dtype=np.int64) for q in range(4)])
+    p = compact.pack(queues)
+    assert p[0] == "x" and p[3].dtype == np.int16 and p[4].size == 3
+    assert compact.unpack(p).tolist() == queues.tolist()
+    qoff = np.concatenate([np.arange(50_000, dtype=np.int64)] * 4)
+    assert compact.pack(qoff)[0] == "x" and compact.pack(qoff)[3].dtype == np.int8
+    assert compact.unpack(compact.pack(qoff)).tolist() == qoff.tolist()
+
+
 def test_compact_narrows_offsets():
     offsets = 2 ** 40 + np.cumsum(np.full(1000, 1300, dtype=np.int64))
     assert compact.pack(offsets)[0] == "d" and compact.pack(offsets)[3].dtype == np.int16
