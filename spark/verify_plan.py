@@ -13,6 +13,7 @@ fraction of the run (the earlier design's DataFrame joins cost ~8x the Python re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable, Iterable, TypeVar
 
 import numpy as np
@@ -25,6 +26,7 @@ from spark.verify_queues import (ProblemRow, Units, gap_problems, no_record_prob
 from spark.verify_records import SplitResult, SplitTask, check_split
 
 TASKS_PER_CORE = 2
+SHARED_INPUTS = True
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -40,12 +42,24 @@ class Findings:
     problems: list[ProblemRow] = field(default_factory=list)
 
 
-def _job(sc, fn: Callable[[T], R], items: list[T], what: str) -> list[R]:
-    """``fn`` over ``items``, one Spark task each, results in item order."""
+def _job(sc, fn: Callable[[T], R], items: list[T], what: str, shared: bool = False) -> list[R]:
+    """``fn`` over ``items``, one Spark task each, results in item order. ``shared``: the items
+    reach the tasks as one broadcast, which each Python worker reads from the broadcast's file
+    (in local mode the driver's own), instead of inside each task through the JVM."""
     if not items:
         return []
     sc.setJobDescription(f"rmqd spark verify: {what}")
-    return sc.parallelize(items, len(items)).map(fn).collect()
+    if not shared:
+        return sc.parallelize(items, len(items)).map(fn).collect()
+    bc = sc.broadcast(items)
+    try:
+        return sc.parallelize(range(len(items)), len(items)).map(partial(_item_of, fn, bc)).collect()
+    finally:
+        bc.destroy()
+
+
+def _item_of(fn: Callable[[T], R], bc, i: int) -> R:
+    return fn(bc.value[i])
 
 
 def _check_splits(tasks: list[SplitTask]) -> SplitResult:
@@ -129,7 +143,7 @@ def run_checks(sc, o: _Options, checks: Iterable[str]) -> Findings:
         # units pointing outside every commit-log file
         out.problems += no_record_problems(units, np.flatnonzero(~covered), table.qf)
     groups = _groups(tasks, TASKS_PER_CORE * sc.defaultParallelism)
-    results: list[SplitResult] = _job(sc, _check_splits, groups, "commit log")
+    results: list[SplitResult] = _job(sc, _check_splits, groups, "commit log", shared=SHARED_INPUTS)
     for r in results:
         out.records += r.records
         out.index_keys += r.index_keys

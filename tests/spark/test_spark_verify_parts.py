@@ -115,6 +115,16 @@ class _InlineSpark:
     def parallelize(self, items: list, _n: int) -> "_InlineSpark._Rdd":
         return _InlineSpark._Rdd(items)
 
+    def broadcast(self, value) -> "_InlineSpark._Broadcast":
+        return _InlineSpark._Broadcast(pickle.loads(pickle.dumps(value)))
+
+    class _Broadcast:
+        def __init__(self, value) -> None:
+            self.value = value
+
+        def destroy(self) -> None:
+            self.value = None
+
     class _Rdd:
         def __init__(self, items: list) -> None:
             self.items = items
