@@ -1,10 +1,14 @@
 """The index side of ``rmqd spark verify``: what each index file lets a lookup find.
 
 A task reads one index file (header, slots and its used entries only), runs its checks and
-returns the (commit-log offset, key hash) of every entry a lookup of its own key reaches
-through its slot's chain, sorted, as two numpy columns (12 bytes an entry). The driver merges
-the files' pairs and gives each commit-log task those of its byte range: a record's key is
-indexed when its (offset, hash) is among them (see spark/verify_records.py).
+finds every entry a lookup of its own key reaches through its slot's chain. A record's key is
+indexed when its (commit-log offset, key hash) is among those entries' (see
+spark/verify_records.py), so each commit-log task needs the reachable entries of its byte
+range. When the file's entries are in offset order (dispatch appends them so), the task
+returns only where each split's entries lie in the file and the few that are not reachable:
+the commit-log tasks read their entries from the file themselves (IndexSlice). Otherwise it
+returns the (offset, hash) pairs, sorted, as two numpy columns, which the driver merges and
+cuts by byte range.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spark import compact, scan
+from spark import layout as L
 from spark.verify_queues import ProblemRow
 
 
@@ -51,12 +56,44 @@ class Reachable:
         return self
 
 
+@dataclass(frozen=True)
+class IndexSlice:
+    """``count`` entries from byte ``pos`` of an index file: those pointing into one commit-log
+    split; ``dropped``: the ones (by position in the slice) a lookup cannot reach."""
+
+    path: str
+    pos: int
+    count: int
+    dropped: np.ndarray
+
+    def read(self) -> Reachable:
+        e = np.fromfile(self.path, dtype=L.INDEX_ENTRY_DTYPE, count=self.count, offset=self.pos)
+        if e.size != self.count:
+            raise RuntimeError(f"{self.path}: {self.count - e.size} index entries gone since they were checked")
+        keep = np.ones(e.size, bool)
+        keep[self.dropped] = False
+        return Reachable(e["phyOffset"][keep].astype(np.int64), e["keyHash"][keep].astype(np.int32))
+
+
 @dataclass
 class IndexFileResult:
-    reachable: Reachable
+    reachable: Reachable | None  # None: the commit-log tasks read the entries (cuts, dropped)
     entries: int            # entries in the file (1..indexCount-1)
     min_offset: int | None  # the smallest commit-log offset of any of its entries
     problems: list[ProblemRow]
+    path: str = ""
+    entry0: int = 0                  # byte position of entry 0 in the file
+    cuts: np.ndarray | None = None   # per split: [first, end) entry numbers pointing into it
+    dropped: np.ndarray | None = None  # entry numbers not reachable (or with a negative hash), sorted
+
+    def slice(self, split: int) -> IndexSlice | None:
+        """The entries of split number ``split`` (None: none)."""
+        assert self.cuts is not None and self.dropped is not None
+        a, b = (int(x) for x in self.cuts[split])
+        if b <= a:
+            return None
+        d = self.dropped[(self.dropped >= a) & (self.dropped < b)] - a
+        return IndexSlice(self.path, self.entry0 + a * L.INDEX_ENTRY_SIZE, b - a, d)
 
 
 @dataclass(frozen=True)
@@ -64,6 +101,7 @@ class IndexTask:
     ref: scan.IndexFileRef
     slot_num: int | None
     index_num: int | None
+    bounds: tuple[np.ndarray, np.ndarray] | None = None  # the commit-log splits' [lo, hi) offsets
 
 
 def read_index_file(task: IndexTask) -> IndexFileResult:
@@ -80,6 +118,13 @@ def read_index_file(task: IndexTask) -> IndexFileResult:
     phy = e["phyOffset"].astype(np.int64)
     # a negative stored hash is no record's (they are abs values): never a match
     r = reach[1:] & (e["keyHash"] >= 0)
+    if task.bounds is not None and (phy[1:] >= phy[:-1]).all():
+        # in offset order: each split's entries are one stretch of the file
+        lo, hi = task.bounds
+        cuts = np.stack([np.searchsorted(phy, lo), np.searchsorted(phy, hi)], axis=1) + 1
+        return IndexFileResult(None, int(e.size), int(phy.min()), probs.rows, path=task.ref.path,
+                               entry0=int(scan._index_entry_pos(v, np.int64(0))), cuts=cuts,
+                               dropped=np.flatnonzero(~r) + 1)
     kh = e["keyHash"][r].astype(np.int32)
     # entries are appended in dispatch order: already by offset unless the file is damaged
     return IndexFileResult(Reachable(phy[r], kh).by_offset(), int(e.size), int(phy.min()), probs.rows)

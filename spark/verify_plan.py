@@ -1,9 +1,10 @@
 """The driver's part of ``rmqd spark verify``: two Spark jobs of Python tasks, then a merge.
 
 Job 1 reads the consume queues (groups of files) and the index files (one a task); each task
-returns its problems and compact numpy columns (spark/verify_queues.py, spark/verify_index.py).
-The driver concatenates them, finds queue gaps, and cuts the units and the reachable index
-entries by commit-log byte range. Job 2 runs one task per commit-log split with its range's
+returns its problems and compact numpy columns (spark/verify_queues.py, spark/verify_index.py;
+an index file in offset order returns only where each split's entries lie and the unreachable
+ones: the commit-log tasks read those entries themselves). The driver concatenates them, finds
+queue gaps, and cuts the units and the reachable index entries by commit-log byte range. Job 2 runs one task per commit-log split with its range's
 share (spark/verify_records.py), which returns only problems and counts.
 
 The tasks are plain Python functions over ``SparkContext.parallelize``: what crosses the JVM
@@ -98,8 +99,11 @@ def run_checks(sc, o: _Options, checks: Iterable[str]) -> Findings:
     if "consumequeue" in checks:
         qf, groups = plan_queues(root, o.cq_file_size, o.partition_bytes)
         items += [("queues", g) for g in groups]
+    splits = scan.plan_commitlog(root, o.split_size)
     if "index" in checks:
-        items += [("index", IndexTask(ref, o.slot_num, o.index_num)) for ref in scan.index_files(root)]
+        bounds = (np.array([sp.base + sp.start for sp in splits], np.int64),
+                  np.array([sp.base + sp.end for sp in splits], np.int64))
+        items += [("index", IndexTask(ref, o.slot_num, o.index_num, bounds)) for ref in scan.index_files(root)]
     sources = _job(sc, _source_task, items, "consume queues and index files")
     unit_parts = [r for (k, _p), r in zip(items, sources) if k == "queues"]
     index_parts: list[IndexFileResult] = [r for (k, _p), r in zip(items, sources) if k == "index"]
@@ -121,14 +125,14 @@ def run_checks(sc, o: _Options, checks: Iterable[str]) -> Findings:
         out.index_entries = sum(r.entries for r in index_parts)
         index_problems = any(r.problems for r in index_parts)
         if out.index_entries or index_problems:
-            reach = Reachable.merge([r.reachable for r in index_parts])
+            reach = Reachable.merge([r.reachable for r in index_parts if r.reachable is not None])
             index_from = min((r.min_offset for r in index_parts if r.min_offset is not None), default=0)
+    in_files = [r for r in index_parts if r.reachable is None] if reach is not None else []
 
-    splits = scan.plan_commitlog(root, o.split_size)
     covered = np.zeros(len(units) if units is not None else 0, bool)
     tasks = []
     delays = scan.delay_table(o.delay_levels)
-    for sp in splits:
+    for i, sp in enumerate(splits):
         lo, hi = sp.base + sp.start, sp.base + sp.end
         t = SplitTask(sp, crc="records" in checks, delays=delays)
         if units is not None:
@@ -138,6 +142,7 @@ def run_checks(sc, o: _Options, checks: Iterable[str]) -> Findings:
         if reach is not None:
             a, b = np.searchsorted(reach.phy, lo), np.searchsorted(reach.phy, hi)
             t.index, t.index_from = reach.take(slice(a, b)), index_from
+            t.index_slices = [x for x in (r.slice(i) for r in in_files) if x is not None]
         tasks.append(t)
     if units is not None and table is not None:
         # units pointing outside every commit-log file

@@ -15,7 +15,7 @@ record only in the chain walk, the CRC call, and for each problem found.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow.compute as pc
@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from spark import javahash as J
 from spark import layout as L
 from spark import scan
-from spark.verify_index import Reachable
+from spark.verify_index import IndexSlice, Reachable
 from spark.verify_queues import ProblemRow, QueueTable, Units, no_record_problems
 from store.consumequeue import SCHEDULE_TOPIC, tags_code_of
 from wire.javamap import java_string_hash
@@ -49,6 +49,7 @@ class SplitTask:
     queues: QueueTable | None = None
     units: Units | None = None
     index: Reachable | None = None
+    index_slices: list[IndexSlice] = field(default_factory=list)  # more of ``index``, read by the task
     index_from: int = 0  # records before the first indexed offset are not looked up
     batch_rows: int = BATCH_ROWS
 
@@ -68,6 +69,9 @@ def check_split(task: SplitTask) -> SplitResult:
     if sp.size == 0:
         return res
     rel = f"{scan.COMMITLOG_DIR}/{sp.name}"
+    if task.index is not None and task.index_slices:
+        task = replace(task, index=Reachable.merge([task.index] + [x.read() for x in task.index_slices]),
+                       index_slices=[])
     probs = scan._Problems()
     matched = np.zeros(len(task.units), bool) if task.units is not None else None
     with scan._Mapped(sp.path) as m:

@@ -249,3 +249,61 @@ def test_varbinary_views_and_gather(data, ranges, views):
     finally:
         scan._SHORT_BYTES = old
     assert got == [data[s:s + ln] for s, ln in zip(starts.tolist(), lengths.tolist())]
+
+
+def test_index_entries_read_by_the_tasks_equal_the_pairs_through_the_driver(tmp_path, monkeypatch):
+    """An index file in offset order hands its entries to the commit-log tasks as file slices
+    (IndexSlice); the findings equal those of the (offset, hash) pairs through the driver, on
+    both fixture stores, clean and with a damaged index (zeroed slots, a changed hash, a link
+    past the count), at several split sizes. A file out of offset order takes the pairs."""
+    import dataclasses
+    import struct
+
+    from spark import scan
+    from spark import verify_plan as VP
+    from spark.datasource import parse_options
+    from spark.verify_index import IndexTask
+    from tests.spark.conftest import CLEAN, CRASHED, copy_store
+
+    def findings(root, split, pairs: bool):
+        if pairs:  # without the splits' bounds the index task returns the pairs
+            monkeypatch.setattr(VP, "IndexTask", lambda ref, s, n, _b=None: IndexTask(ref, s, n))
+        else:
+            monkeypatch.setattr(VP, "IndexTask", IndexTask)
+        f = VP.run_checks(_InlineSpark(), parse_options({"path": str(root), "splitSize": str(split)}),
+                          {"records", "consumequeue", "index"})
+        return dataclasses.replace(f, problems=sorted(f.problems))
+
+    from spark.verify_index import IndexSlice
+    reads = []
+    read = IndexSlice.read
+    monkeypatch.setattr(IndexSlice, "read", lambda self: reads.append(self.count) or read(self))
+    for fixture in (CLEAN, CRASHED):
+        root = copy_store(fixture, tmp_path / fixture.name)
+        checked = []
+        for damage in range(3):
+            if damage == 1:
+                ix = sorted((root / "index").iterdir())[0]
+                slots, _n = scan.index_geometry(ix.stat().st_size, None, None)
+                b = bytearray(ix.read_bytes())
+                e0 = 40 + slots * 4
+                b[40 + 456 * 4:40 + 457 * 4] = bytes(4)
+                b[e0 + 20 * 50 + 2] ^= 1
+                b[e0 + 20 * 77 + 16:e0 + 20 * 77 + 20] = struct.pack(">i", 999_999_999)
+                ix.write_bytes(bytes(b))
+            if damage == 2:  # two entries' offsets swapped: out of offset order
+                ix = sorted((root / "index").iterdir())[0]
+                slots, _n = scan.index_geometry(ix.stat().st_size, None, None)
+                b = bytearray(ix.read_bytes())
+                e0 = 40 + slots * 4
+                p10, p200 = e0 + 20 * 10 + 4, e0 + 20 * 200 + 4
+                b[p10:p10 + 8], b[p200:p200 + 8] = b[p200:p200 + 8], b[p10:p10 + 8]
+                ix.write_bytes(bytes(b))
+            for split in (300_000, 1_000_000, 64 << 20):
+                reads.clear()
+                via_files = findings(root, split, False)
+                assert sum(reads) > 0 or damage == 2  # the slices were read
+                via_pairs = findings(root, split, True)
+                assert via_files == via_pairs
+                checked.append(len(via_files.problems))
+        assert checked[0] == 0 and min(checked[3:]) > 0
