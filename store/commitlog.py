@@ -2,7 +2,7 @@
 
 The record bytes are built outside the lock (like RocketMQ's MessageExtEncoder); under the
 lock only the queue offset, physical offset and store timestamp are patched in with
-struct.pack_into, straight into the mmap. A record never spans files: when it does not fit
+struct.pack_into and the bytes go to the file with one pwrite (MappedFile.write). A record never spans files: when it does not fit
 (plus the 8-byte minimum blank), the file gets the BLANK end-of-file record and the write rolls.
 """
 
@@ -272,10 +272,7 @@ class CommitLog:
             phy = mf.file_from_offset + pos
             _QQ.pack_into(rec, QUEUE_OFFSET_POSITION, qoff, phy)
             _Q.pack_into(rec, ts_pos, now)
-            try:
-                mf.write(pos, rec)
-            except OSError as exc:  # disk full: nothing is published, the position stays
-                log.error("commit log %s: write at %d failed: %s", mf.file_name, pos, exc)
+            if not self._write(mf, pos, rec):
                 self.begin_time_in_lock = 0
                 return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, None)
             mf.wrote_position = pos + n
@@ -305,6 +302,17 @@ class CommitLog:
             return mf
         except OSError:
             return None
+
+    @staticmethod
+    def _write(mf: MappedFile, pos: int, data: bytearray) -> bool:
+        """Write records under the put lock; False (logged) if the file refused them, e.g. a
+        full disk: the caller then publishes nothing and the position stays."""
+        try:
+            mf.write(pos, data)
+        except OSError as exc:
+            log.error("commit log %s: write at %d failed: %s", mf.file_name, pos, exc)
+            return False
+        return True
 
     def _write_blank(self, mf: MappedFile, pos: int) -> None:
         remaining = mf.file_size - pos
@@ -382,10 +390,7 @@ class CommitLog:
                 phys.append(phy)
                 qoff += 1
                 p += len(r)
-            try:
-                mf.write(pos, buf)
-            except OSError as exc:  # disk full: nothing is published, the position stays
-                log.error("commit log %s: write at %d failed: %s", mf.file_name, pos, exc)
+            if not self._write(mf, pos, buf):
                 return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, None)
             mf.wrote_position = pos + p
             mf.store_timestamp = now

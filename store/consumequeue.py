@@ -230,11 +230,11 @@ class ConsumeQueue:
         """:meth:`put_message_position_info` for many records of this queue in queue order,
         each a DispatchRequest-ordered tuple (commit-log offset [2], size [3], tags code [4],
         queue offset [6]): runs that continue the last file are packed into one buffer, written
-        with one pwrite and published with one position update; anything else (a new file, a replay, a gap)
-        takes the careful one-unit path."""
+        with one pwrite and published with one position update; anything else (a new file, a
+        replay, a gap) takes the careful one-unit path."""
         units = requests
         mfq = self.mapped_file_queue
-        pack_into = _UNIT.pack_into
+        pack = _UNIT.pack
         i, n = 0, len(units)
         while i < n:
             mf = mfq.get_last_mapped_file()
@@ -243,20 +243,18 @@ class ConsumeQueue:
                 start = wp = mf.wrote_position
                 base, size_limit = mf.file_from_offset, mf.file_size
                 max_phy = self.max_physic_offset
+                packed = []
                 while j < n and wp < size_limit:
                     r = units[j]
                     offset, size, tags_code, cq_offset = r[2], r[3], r[4], r[6]
                     if offset + size <= max_phy or cq_offset * CQ_STORE_UNIT_SIZE != base + wp:
                         break
+                    packed.append(pack(offset, size, tags_code))
                     wp += CQ_STORE_UNIT_SIZE
                     max_phy = offset + size
                     j += 1
                 if j > i:
-                    buf = bytearray(wp - start)
-                    for k in range(i, j):
-                        r = units[k]
-                        pack_into(buf, (k - i) * CQ_STORE_UNIT_SIZE, r[2], r[3], r[4])
-                    mf.write(start, buf)
+                    mf.write(start, b"".join(packed))
                     self.max_physic_offset = max_phy
                     mf.wrote_position = wp  # publish after the bytes
             if j == i:

@@ -80,7 +80,8 @@ def sync_file(path: str) -> bool:
     """fdatasync ``path``: writes back every page dirtied through a mapping of it and -
     unlike ``mmap.flush`` (msync), which holds the GIL in CPython 3.11 - lets other threads
     run meanwhile, so appends go on while the disk works. A commit-log file is dirty only up
-    to its write position, so this costs what an msync of the range would. False if the file is gone (deleted by expiry)."""
+    to its write position, so this costs what an msync of the range would. False if the file
+    is gone (deleted by expiry)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
