@@ -281,28 +281,45 @@ class IndexFile:
             yield self.entry(n)
 
     # -- crash recovery -----------------------------------------------------------------
-    def rollback_to(self, phy_limit: int, store_timestamp_of: Callable[[int], int]) -> int:
-        """Forget the entries of records at or after ``phy_limit`` (entries are written in
-        commit-log order), leaving the file exactly as if those records had never been
-        indexed: slots pointing at a forgotten entry point at the newest older one of their
-        chain, hashSlotCount loses what those entries added, the header ends at the last kept
-        record. Crash recovery then re-indexes from ``phy_limit``. Returns the entries kept."""
+    def take_in_unwritten_tail(self, store_timestamp_of: Callable[[int], int]) -> int:
+        """The header is written once per dispatch batch: after a SIGKILL, entries of the last
+        batch may lie past its indexCount (and slots point at them) - in a file just rolled
+        over, past a header that still holds only what it inherited from the previous file.
+        Take them into the header in memory, so a rollback removes them like any other
+        instead of the next put overwriting them under live slots (a put treats a slot past
+        indexCount as empty, which cuts that slot's older chain off). Returns how many."""
         h = self.header
         count = min(h.indexCount, self.index_num)
         base, mm = self._entries_base, self._mm
-        # the header is written once per dispatch batch: after a SIGKILL, entries of the last
-        # batch may lie past its indexCount (and slots point at them). Take them in first, so
-        # they are rolled back like any other instead of being overwritten under live slots.
         last_off = _ENTRY.unpack_from(mm, base + (count - 1) * INDEX_ENTRY_SIZE)[1] if count > 1 else -1
+        first = count
         while count < self.index_num:
             key_hash, off, time_diff, prev = _ENTRY.unpack_from(mm, base + count * INDEX_ENTRY_SIZE)
             if (key_hash == 0 and off == 0 and time_diff == 0 and prev == 0) or off < last_off or prev >= count:
                 break
             if prev <= INVALID_INDEX:
                 h.hashSlotCount += 1  # what its put added to the header that was never written
+            if count == 1:  # the put that set the begin fields never reached the header
+                h.beginPhyOffset = off
+                h.beginTimestamp = store_timestamp_of(off) or h.beginTimestamp
             last_off = off
             count += 1
-        h.indexCount = count
+        if count > first:
+            h.indexCount = count
+            h.endPhyOffset = last_off
+            h.endTimestamp = store_timestamp_of(last_off) or h.endTimestamp
+        return count - first
+
+    def rollback_to(self, phy_limit: int, store_timestamp_of: Callable[[int], int]) -> int:
+        """Forget the entries of records at or after ``phy_limit`` (entries are written in
+        commit-log order), leaving the file exactly as if those records had never been
+        indexed: slots pointing at a forgotten entry point at the newest older one of their
+        chain, hashSlotCount loses what those entries added, the header ends at the last kept
+        record. Crash recovery then re-indexes from ``phy_limit``. Returns the entries kept."""
+        self.take_in_unwritten_tail(store_timestamp_of)
+        h = self.header
+        count = h.indexCount
+        base, mm = self._entries_base, self._mm
         lo, hi = 1, count  # first entry at or after the limit, by binary search
         while lo < hi:
             mid = (lo + hi) // 2
@@ -408,8 +425,10 @@ class IndexService:
         with self._lock:
             kept = []
             for f in self.index_files:
-                h = f.header
-                if h.indexCount > 1 and h.endPhyOffset >= phy_limit:
+                f.take_in_unwritten_tail(store_timestamp_of)
+                # a file left empty by a crash right after it was created holds only the
+                # previous file's end: kept, that end would make the re-indexing skip records
+                if f.header.endPhyOffset >= phy_limit:
                     if f.rollback_to(phy_limit, store_timestamp_of) == 0:
                         f.destroy()
                         continue
