@@ -18,7 +18,7 @@ import numpy as np
 
 from spark import compact, scan
 from spark import layout as L
-from spark.verify_queues import ProblemRow
+from spark.verify_queues import ProblemRow, first_true
 
 
 @dataclass
@@ -128,3 +128,43 @@ def read_index_file(task: IndexTask) -> IndexFileResult:
     kh = e["keyHash"][r].astype(np.int32)
     # entries are appended in dispatch order: already by offset unless the file is damaged
     return IndexFileResult(Reachable(phy[r], kh).by_offset(), int(e.size), int(phy.min()), probs.rows)
+
+
+def own_index_entries(refs: tuple[scan.IndexFileRef, ...], slot_num: int | None, index_num: int | None,
+                      lo: int, hi: int) -> tuple[Reachable | None, int, np.ndarray, np.ndarray]:
+    """A commit-log task's own reading of the index entries pointing into [lo, hi), by binary
+    search in each file, assuming every file is in offset order with every entry reachable
+    (what dispatch writes). Returns the entries (None: no file has any, the check does not
+    run), index_from, and per file its entry count and cut [first, end) ((files,) and
+    (files, 2)) for the driver to compare with the index tasks' (read_index_file): where the
+    assumption fails, they differ. Raises ValueError where read_index would."""
+    counts = np.zeros(len(refs), np.int64)
+    cuts = np.zeros((len(refs), 2), np.int64)
+    parts = []
+    index_from = None
+    for k, ref in enumerate(refs):
+        s, n = scan.index_geometry(ref.size, slot_num, index_num)
+        e0 = L.INDEX_HEADER_SIZE + s * L.HASH_SLOT_SIZE
+        # read_index's count: the header's, within the entries the file has room for
+        with open(ref.path, "rb") as fh:
+            head = fh.read(min(L.INDEX_HEADER_SIZE, ref.size))
+        raw = int(np.frombuffer(head, L.INDEX_HEADER_DTYPE)[0]["indexCount"]) if len(head) == L.INDEX_HEADER_SIZE else 0
+        have = max(0, min(n, (ref.size - e0) // L.INDEX_ENTRY_SIZE))
+        count = max(1, min(raw, have))
+        if count <= 1:
+            continue
+        counts[k] = count - 1
+        with scan._Mapped(ref.path) as m:
+            e = m.u8[e0:e0 + count * L.INDEX_ENTRY_SIZE].view(L.INDEX_ENTRY_DTYPE)
+            phy = e["phyOffset"]
+            first = int(phy[1])
+            index_from = first if index_from is None else min(index_from, first)
+            i0 = first_true(1, count, lambda i: int(phy[i]) >= lo)
+            i1 = first_true(i0, count, lambda i: int(phy[i]) >= hi)
+            cuts[k] = i0, i1
+            parts.append(Reachable(phy[i0:i1].astype(np.int64), e["keyHash"][i0:i1].astype(np.int32)))
+            del e, phy
+    if counts.sum() == 0:
+        return None, 0, counts, cuts
+    return Reachable.merge(parts), index_from or 0, counts, cuts
+

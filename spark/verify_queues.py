@@ -5,7 +5,9 @@ written unit as a few numpy columns (a few bytes a unit on the way, spark/compac
 Spark rows. The driver concatenates them into a ``Units`` table, finds the gaps of each queue
 and the first queue offset it still holds, and hands each commit-log task the units pointing
 into its byte range (see spark/verify_records.py), which checks them against the records it
-walks.
+walks. In the one-job path (spark/verify_plan.py) no units travel: a task returns each file's
+written span and where each split's units lie (summarize_queue_group), and the commit-log tasks
+read their units from the files (own_units).
 """
 from __future__ import annotations
 
@@ -202,4 +204,151 @@ def no_record_problems(units: Units, idx: np.ndarray, qf: QueueFiles) -> list[Pr
         rel, topic, qid, fpos = qf.describe(units, i)
         out.append((rel, fpos, "cq-unit", f"unit {int(units.qoff[i])} of {topic}/{qid} points to commit-log offset "
                                           f"{int(units.clo[i])} where no record starts"))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# one job: the commit-log tasks read their units from the queue files (see spark/verify_plan.py)
+
+
+@dataclass
+class QueueSummary:
+    """An optimistic queue task's answer: the file-level problems, and what lets the driver
+    confirm that each commit-log task read from the files the units it would have been given.
+    ``spans``: per file of the group, the written units [a, b) ((0, 0): none); ``cuts``: per
+    file, per split, the units [first, end) pointing into it. ``ordered`` False: some file's
+    written units are not one stretch in commit-log-offset order (no spans or cuts then)."""
+
+    problems: list[ProblemRow]
+    units: int
+    ordered: bool
+    spans: np.ndarray   # (files, 2)
+    cuts: np.ndarray    # (files, splits, 2)
+
+
+def summarize_queue_group(group: QueueGroup, qf: QueueFiles, bounds: tuple[np.ndarray, np.ndarray]) -> QueueSummary:
+    """A task: read_queue_group's checks, without the units: their spans and per-split cuts,
+    and the problems of units pointing outside every commit-log split."""
+    probs = scan._Problems()
+    lo, hi = bounds
+    n_files = len(group.files)
+    spans = np.zeros((n_files, 2), np.int64)
+    cuts = np.zeros((n_files, lo.size, 2), np.int64)
+    total = 0
+    ordered = True
+    for k, (file_no, f) in enumerate(group.files):
+        units = scan.read_units(f.path, f.size)
+        scan.check_queue_file(f, units, group.file_size, probs)
+        idx = np.flatnonzero(scan.written_units(units))
+        total += idx.size
+        if idx.size == 0 or not ordered:
+            continue
+        a, b = int(idx[0]), int(idx[-1]) + 1
+        clo = units["commitLogOffset"][a:b].astype(np.int64)
+        if b - a != idx.size or not (clo[1:] >= clo[:-1]).all():
+            ordered = False
+            continue
+        spans[k] = a, b
+        c = np.stack([np.searchsorted(clo, lo), np.searchsorted(clo, hi)], axis=1)
+        cuts[k] = c + a
+        # units inside no split (splits may overlap: counted, not assigned)
+        inside = np.zeros(b - a + 1, np.int64)
+        np.add.at(inside, c[:, 0], 1)
+        np.add.at(inside, c[:, 1], -1)
+        out = np.flatnonzero(np.cumsum(inside[:-1]) == 0)
+        if out.size:
+            u = units[a + out]
+            lost = Units(u["commitLogOffset"].astype(np.int64), u["size"].astype(np.int32),
+                         u["tagsCode"].astype(np.int64), int(f.name) // L.CQ_STORE_UNIT_SIZE + a + out.astype(np.int64),
+                         np.full(out.size, file_no, np.int32))
+            probs.rows += no_record_problems(lost, np.arange(out.size), qf)
+    return QueueSummary(probs.rows, total, ordered, spans, cuts)
+
+
+_BLANK, _WRITTEN, _OTHER = 0, 1, 2
+
+
+def _unit_kind(u: np.ndarray, i: int) -> int:
+    """written_units' view of one unit: fillPreBlank's blank, written, or neither."""
+    x = u[i]
+    size = int(x["size"])
+    if size == L.INT_MAX and int(x["commitLogOffset"]) == 0 and int(x["tagsCode"]) == 0:
+        return _BLANK
+    return _WRITTEN if size > 0 else _OTHER
+
+
+def first_true(lo: int, hi: int, at_or_past) -> int:
+    """The first i in [lo, hi) with at_or_past(i) (hi: none), for a predicate false then true."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if at_or_past(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def own_units(files: tuple[scan.QueueFile, ...], qf: QueueFiles, lo: int, hi: int
+              ) -> tuple[Units, QueueTable, np.ndarray, np.ndarray]:
+    """A commit-log task's own reading of the units pointing into [lo, hi), by binary search
+    in each queue file, assuming every file is fillPreBlank's blanks, then its written units in
+    commit-log-offset order, then unwritten ones (what dispatch leaves). Returns the units as
+    the driver would cut them (file order, then stably by offset), the queue table, and each
+    file's written span and cut ((files, 2) each) for the driver to compare with the queue
+    tasks' (summarize_queue_group): where the assumption fails, they differ."""
+    spans = np.zeros((len(files), 2), np.int64)
+    cuts = np.zeros((len(files), 2), np.int64)
+    parts = []
+    firsts = []
+    for file_no, f in enumerate(files):
+        n = f.size // L.CQ_STORE_UNIT_SIZE
+        if n == 0:
+            continue
+        with scan._Mapped(f.path) as m:
+            u = m.u8[:n * L.CQ_STORE_UNIT_SIZE].view(L.CQ_DTYPE)
+            a = first_true(0, n, lambda i: _unit_kind(u, i) != _BLANK)
+            b = first_true(a, n, lambda i: _unit_kind(u, i) == _OTHER)
+            if b > a:
+                clo = u["commitLogOffset"]
+                i0 = first_true(a, b, lambda i: int(clo[i]) >= lo)
+                i1 = first_true(i0, b, lambda i: int(clo[i]) >= hi)
+                spans[file_no] = a, b
+                cuts[file_no] = i0, i1
+                q0 = int(f.name) // L.CQ_STORE_UNIT_SIZE
+                firsts.append((file_no, q0 + a))
+                if i1 > i0:
+                    x = u[i0:i1]
+                    parts.append(Units(x["commitLogOffset"].astype(np.int64), x["size"].astype(np.int32),
+                                       x["tagsCode"].astype(np.int64), q0 + np.arange(i0, i1, dtype=np.int64),
+                                       np.full(i1 - i0, file_no, np.int32)))
+                    del x
+                del clo
+            del u
+    units = Units.concat(parts)
+    units = units.take(np.argsort(units.clo, kind="stable"))
+    heads = Units(np.zeros(len(firsts), np.int64), np.zeros(len(firsts), np.int32), np.zeros(len(firsts), np.int64),
+                  np.array([q for _f, q in firsts], np.int64), np.array([f for f, _q in firsts], np.int32))
+    return units, queue_table(qf, heads), spans, cuts
+
+
+def file_gap_problems(spans: np.ndarray, qf: QueueFiles) -> list[ProblemRow] | None:
+    """gap_problems from each file's written span (the units of a span are consecutive queue
+    offsets): the jumps between one file's last unit and the next file's first, in a queue.
+    None: the files' units are not in queue-offset order (gap_problems sorts them then)."""
+    has = np.flatnonzero(spans[:, 1] > spans[:, 0])
+    if has.size < 2:
+        return []
+    q = qf.file_queue[has]
+    base = qf.file_base[has] // L.CQ_STORE_UNIT_SIZE
+    first, last = base + spans[has, 0], base + spans[has, 1] - 1
+    dq = np.diff(q)
+    same = dq == 0
+    if not ((dq > 0) | (same & (first[1:] >= last[:-1]))).all():
+        return None
+    out = []
+    for g in np.flatnonzero(same & (first[1:] != last[:-1] + 1)).tolist():
+        f = int(has[g])
+        topic, qid = qf.names[int(qf.file_queue[f])]
+        out.append((qf.files[f], int(spans[f, 1]) * L.CQ_STORE_UNIT_SIZE, "cq-order",
+                    f"queue {topic}/{qid} jumps from offset {int(last[g])} to {int(first[g + 1])}"))
     return out

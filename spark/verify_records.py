@@ -2,8 +2,9 @@
 
 A task walks the records starting in its split (spark/scan.py's walk and head decoding), checks
 their integrity (lengths, PHYSICALOFFSET, body CRC, UTF-8), and matches them, batch by batch,
-against the consume-queue units and the reachable index entries of its byte range, which the
-driver gathered first (spark/verify_queues.py, spark/verify_index.py). Only problems and counts
+against the consume-queue units and the reachable index entries of its byte range, which it
+reads from the queue and index files itself (own_inputs) or the driver gathered first
+(spark/verify_queues.py, spark/verify_index.py, spark/verify_plan.py). Only problems and counts
 leave the task: no per-record row crosses into Spark (Spark's joins of such rows cost 7x more
 CPU in the JVM than the reading itself).
 
@@ -23,8 +24,8 @@ import pyarrow.compute as pc
 from spark import javahash as J
 from spark import layout as L
 from spark import scan
-from spark.verify_index import IndexSlice, Reachable
-from spark.verify_queues import ProblemRow, QueueTable, Units, no_record_problems
+from spark.verify_index import IndexSlice, Reachable, own_index_entries
+from spark.verify_queues import ProblemRow, QueueFiles, QueueTable, Units, no_record_problems, own_units
 from store.consumequeue import SCHEDULE_TOPIC, tags_code_of
 from wire.javamap import java_string_hash
 from wire.message import MessageConst
@@ -36,6 +37,19 @@ BATCH_ROWS = 16384  # no Arrow batch leaves the task: larger batches cut per-bat
 # the head fields the checks read (the others are not converted)
 HEAD_FIELDS = ("total_size", "magic", "body_crc", "queue_id", "queue_offset", "physical_offset", "sys_flag",
                "store_timestamp", "body_length")
+
+
+@dataclass(frozen=True)
+class OwnInputs:
+    """What a commit-log task reads its units and index entries from itself (the one-job path,
+    spark/verify_plan.py): all the store's queue files (None: no consume-queue check) and index
+    files (None: no index check)."""
+
+    queue_files: tuple[scan.QueueFile, ...] | None
+    qf: QueueFiles | None
+    index_files: tuple[scan.IndexFileRef, ...] | None
+    slot_num: int | None = None
+    index_num: int | None = None
 
 
 @dataclass
@@ -52,6 +66,7 @@ class SplitTask:
     index_slices: list[IndexSlice] = field(default_factory=list)  # more of ``index``, read by the task
     index_from: int = 0  # records before the first indexed offset are not looked up
     batch_rows: int = BATCH_ROWS
+    own: OwnInputs | None = None  # read units, queues, index and index_from from the files (see own_inputs)
 
 
 @dataclass
@@ -59,6 +74,25 @@ class SplitResult:
     records: int = 0
     index_keys: int = 0
     problems: list[ProblemRow] = field(default_factory=list)
+    read: list = field(default_factory=list)  # per split with ``own``: what own_inputs read (None: nothing)
+
+
+def own_inputs(task: SplitTask) -> tuple[SplitTask, tuple]:
+    """``task`` with its units, queue table, index entries and index_from read from the files
+    (task.own), and what was read: per queue file its written span and cut, per index file its
+    entry count and cut, and index_from (the driver compares them with what the queue and index
+    tasks found; equal, the task was given what the two-job path would have given it)."""
+    own, sp = task.own, task.split
+    assert own is not None
+    lo, hi = sp.base + sp.start, sp.base + sp.end
+    units = queues = spans = qcuts = None
+    if own.queue_files is not None and own.qf is not None:
+        units, queues, spans, qcuts = own_units(own.queue_files, own.qf, lo, hi)
+    index, index_from, counts, icuts = None, 0, None, None
+    if own.index_files is not None:
+        index, index_from, counts, icuts = own_index_entries(own.index_files, own.slot_num, own.index_num, lo, hi)
+    return (replace(task, units=units, queues=queues, index=index, index_from=index_from, own=None),
+            (spans, qcuts, counts, icuts, index_from))
 
 
 def check_split(task: SplitTask) -> SplitResult:
@@ -67,7 +101,12 @@ def check_split(task: SplitTask) -> SplitResult:
     sp = task.split
     res = SplitResult()
     if sp.size == 0:
+        if task.own is not None:
+            res.read.append(None)
         return res
+    if task.own is not None:
+        task, read = own_inputs(task)
+        res.read.append(read)
     rel = f"{scan.COMMITLOG_DIR}/{sp.name}"
     if task.index is not None and task.index_slices:
         task = replace(task, index=Reachable.merge([task.index] + [x.read() for x in task.index_slices]),

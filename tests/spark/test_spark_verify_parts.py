@@ -265,6 +265,8 @@ def test_index_entries_read_by_the_tasks_equal_the_pairs_through_the_driver(tmp_
     from spark.verify_index import IndexTask
     from tests.spark.conftest import CLEAN, CRASHED, copy_store
 
+    monkeypatch.setattr(VP, "ONE_JOB", False)  # the two jobs' paths (tests/spark/test_spark_verify_one_job.py: the one job)
+
     def findings(root, split, pairs: bool):
         if pairs:  # without the splits' bounds the index task returns the pairs
             monkeypatch.setattr(VP, "IndexTask", lambda ref, s, n, _b=None: IndexTask(ref, s, n))
