@@ -44,7 +44,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from spark import scan
+from spark import scan, walk_hints
 from spark.schemas import ARROW_SCHEMAS, SCHEMAS
 
 KINDS = ("commitlog", "consumequeue", "index", "problems", "verify")
@@ -190,9 +190,10 @@ def read_partition(o: _Options, part: _Part, schema: pa.Schema | None = None) ->
     """Batches of one partition, with the columns of ``schema`` (default: the kind's own)."""
     w, p = part.what, part.payload
     if w == "commitlog":
+        starts = walk_hints.record_starts(scan.queue_files(o.path), p.base + p.start, p.base + p.end)
         return scan.scan_commitlog(p, read_body=o.read_body, check_crc=o.check_crc, batch_rows=o.batch_rows,
                                    schema=schema if schema is not None else ARROW_SCHEMAS[o.kind],
-                                   delay_levels=o.delay_levels)
+                                   delay_levels=o.delay_levels, starts=starts)
     batches = _read_other(o, w, p)
     if schema is None or schema.equals(batches_schema := ARROW_SCHEMAS[o.kind]):
         return batches

@@ -933,15 +933,18 @@ class _Mapped:
 
 def scan_commitlog(split: CommitLogSplit, *, read_body: bool = True, check_crc: bool = True,
                    batch_rows: int = DEFAULT_BATCH_ROWS, schema: pa.Schema | None = None,
-                   delay_levels: str | None = None) -> Iterator[pa.RecordBatch]:
+                   delay_levels: str | None = None, starts: np.ndarray | None = None) -> Iterator[pa.RecordBatch]:
     """Message rows of one commit-log split (unreadable regions are skipped; see check_commitlog);
     ``schema``: the columns to produce (default: all of them; the verify kind's narrow columns
-    too, with ``delay_levels`` = messageDelayLevel for the expected tags codes)."""
+    too, with ``delay_levels`` = messageDelayLevel for the expected tags codes). ``starts``:
+    physical offsets where records probably start (spark/walk_hints.py), a shortcut for the
+    walk that never changes the rows."""
     if split.size == 0:
         return
     delays = delay_table(delay_levels)
     with _Mapped(split.path) as m:
-        for chunk in _walk(m.mm, split, "", None, batch_rows):
+        runs = _Runs(m.u8, starts - split.base) if starts is not None and starts.size else None
+        for chunk in _walk(m.mm, split, "", None, batch_rows, runs):
             b = commitlog_batch(m.mm, m.u8, split, chunk, read_body=read_body, check_crc=check_crc, schema=schema,
                                 delays=delays)
             if b is not None:
