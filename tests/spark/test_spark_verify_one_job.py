@@ -150,3 +150,15 @@ def test_spark_runs_one_job_on_a_healthy_store_and_two_on_a_damaged_one(spark, t
             assert len(jobs) == (1 if VP.last_path == "one job" else 3 if one_job else 2)
         assert reports[True] == reports[False]
         assert ("OK" if damage == "clean" else "FAILED") in reports[True].splitlines()[-1]
+
+
+def test_tasks_freeze_their_worker_heap_and_the_driver_does_not(spark):
+    """A verify task moves its worker's heap out of the cyclic GC's reach (the worker runs
+    gc.collect() after every task); run in the driver (as the in-process tests do), nothing."""
+    import gc
+    from functools import partial
+    before = gc.get_freeze_count()
+    assert VP._in_task(lambda x: x + 1, 1) == 2
+    assert gc.get_freeze_count() == before
+    frozen = spark.sparkContext.parallelize([0, 1], 2).map(partial(VP._in_task, lambda _x: gc.get_freeze_count())).collect()
+    assert len(frozen) == 2 and min(frozen) > 0
