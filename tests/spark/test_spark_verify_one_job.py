@@ -162,3 +162,43 @@ def test_tasks_freeze_their_worker_heap_and_the_driver_does_not(spark):
     assert gc.get_freeze_count() == before
     frozen = spark.sparkContext.parallelize([0, 1], 2).map(partial(VP._in_task, lambda _x: gc.get_freeze_count())).collect()
     assert len(frozen) == 2 and min(frozen) > 0
+
+
+def test_read_index_maps_what_reading_gave(tmp_path):
+    """scan.read_index maps the file: header, slot table, entries and count are what reading
+    its bytes gives, for a whole index file and for ones cut short (in the slots, in the
+    entries, empty)."""
+    import numpy as np
+
+    from spark import layout as L
+
+    def by_reading(path, size, s, n):
+        e0 = L.INDEX_HEADER_SIZE + s * L.HASH_SLOT_SIZE
+        raw = path.read_bytes()
+        head = np.frombuffer(raw[:min(e0, size)], np.uint8)
+        count_field = int(head[:L.INDEX_HEADER_SIZE].view(L.INDEX_HEADER_DTYPE)[0]["indexCount"]) \
+            if head.size >= L.INDEX_HEADER_SIZE else 0
+        slot_bytes = head[L.INDEX_HEADER_SIZE:]
+        got = slot_bytes[:slot_bytes.size - slot_bytes.size % 4].view(L.SLOT_DTYPE)["lastIndex"].astype(np.int32)
+        slots = np.zeros(s, np.int32)
+        slots[:got.size] = got
+        have = max(0, min(n, (size - e0) // L.INDEX_ENTRY_SIZE))
+        count = max(1, min(count_field, have))
+        data = raw[e0:e0 + count * L.INDEX_ENTRY_SIZE] if have else b""
+        entries = np.frombuffer(data[:len(data) - len(data) % 20], np.uint8).view(L.INDEX_ENTRY_DTYPE)
+        return count_field, slots, entries, max(1, min(count, entries.size))
+
+    src = sorted((CLEAN / "store" / "index").iterdir())[0]
+    full = src.read_bytes()
+    s, n = scan.index_geometry(len(full), None, None)
+    e0 = L.INDEX_HEADER_SIZE + s * L.HASH_SLOT_SIZE
+    for cut in (len(full), e0 + 20 * 37 + 9, e0 - 1000, 30, 0):
+        p = tmp_path / f"{cut:017d}"
+        p.write_bytes(full[:cut])
+        ref = scan.IndexFileRef(str(p), p.name, cut)
+        v = scan.read_index(ref, s, n)
+        count_field, slots, entries, count = by_reading(p, cut, s, n)
+        assert (int(v.header["indexCount"]), v.count, v.slot_num, v.index_num) == (count_field, count, s, n)
+        assert np.array_equal(v.slots, slots) and v.entries.tobytes() == entries.tobytes()
+        if cut == len(full):
+            assert v.count > 100 and (v.slots > 0).sum() > 100
