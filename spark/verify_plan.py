@@ -147,6 +147,9 @@ def _bounds(splits: list[scan.CommitLogSplit]) -> tuple[np.ndarray, np.ndarray]:
 
 
 ONE_JOB = True  # try the one-job path first (False: always the two jobs)
+# each commit-log task of the one job looks into every queue and index file (~40 us a file
+# without units in its range): with more (files x splits) than this, the two jobs cost less
+ONE_JOB_MAX_READS = 4096
 last_path = ""  # which path the last run_checks took: "one job", "two jobs" or "two jobs after one"
 
 
@@ -159,7 +162,8 @@ def run_checks(sc, o: _Options, checks: Iterable[str]) -> Findings:
     assume nothing (_two_jobs). Either way the findings are the two jobs' findings."""
     global last_path
     plan = _plan(o, set(checks))
-    if ONE_JOB and (plan.qf is not None or plan.index_tasks):
+    files = sum(len(g.files) for g in plan.groups) + len(plan.index_tasks)
+    if ONE_JOB and (plan.qf is not None or plan.index_tasks) and files * len(plan.splits) <= ONE_JOB_MAX_READS:
         out = _one_job(sc, o, plan)
         if out is not None:
             last_path = "one job"

@@ -202,3 +202,17 @@ def test_read_index_maps_what_reading_gave(tmp_path):
         assert np.array_equal(v.slots, slots) and v.entries.tobytes() == entries.tobytes()
         if cut == len(full):
             assert v.count > 100 and (v.slots > 0).sum() > 100
+
+
+def test_many_files_times_splits_take_the_two_jobs(tmp_path, monkeypatch):
+    """Every commit-log task of the one job looks into every queue and index file: past
+    ONE_JOB_MAX_READS (files x splits) the two jobs run straight away, with the same findings."""
+    root = copy_store(CLEAN, tmp_path)
+    _damage(root, "last-unit-past-the-log")
+    files = len(scan.queue_files(root)) + len(scan.index_files(root))
+    splits = len(scan.plan_commitlog(root, 300_000))
+    one, path = _findings(root, 300_000, True, monkeypatch)
+    assert path == "one job" and files * splits <= VP.ONE_JOB_MAX_READS
+    monkeypatch.setattr(VP, "ONE_JOB_MAX_READS", files * splits - 1)
+    capped, path = _findings(root, 300_000, True, monkeypatch)
+    assert path == "two jobs" and capped == one and one.problems
