@@ -204,6 +204,17 @@ class _Problems:
         return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema)
 
 
+def first_true(lo: int, hi: int, at_or_past) -> int:
+    """The first i in [lo, hi) with at_or_past(i) (hi: none), for a predicate false then true."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if at_or_past(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def _acceptable(buf, base: int, c: int, n: int) -> bool:
     """Is there a record (or the BLANK / end of data) that resynchronisation would accept at c?"""
     if c + 8 > n:

@@ -18,7 +18,7 @@ import numpy as np
 
 from spark import compact, scan
 from spark import layout as L
-from spark.verify_queues import ProblemRow, first_true
+from spark.verify_queues import ProblemRow
 
 
 @dataclass
@@ -159,8 +159,8 @@ def own_index_entries(refs: tuple[scan.IndexFileRef, ...], slot_num: int | None,
             phy = e["phyOffset"]
             first = int(phy[1])
             index_from = first if index_from is None else min(index_from, first)
-            i0 = first_true(1, count, lambda i: int(phy[i]) >= lo)
-            i1 = first_true(i0, count, lambda i: int(phy[i]) >= hi)
+            i0 = scan.first_true(1, count, lambda i: int(phy[i]) >= lo)
+            i1 = scan.first_true(i0, count, lambda i: int(phy[i]) >= hi)
             cuts[k] = i0, i1
             parts.append(Reachable(phy[i0:i1].astype(np.int64), e["keyHash"][i0:i1].astype(np.int32)))
             del e, phy

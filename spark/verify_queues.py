@@ -277,17 +277,6 @@ def _unit_kind(u: np.ndarray, i: int) -> int:
     return _WRITTEN if size > 0 else _OTHER
 
 
-def first_true(lo: int, hi: int, at_or_past) -> int:
-    """The first i in [lo, hi) with at_or_past(i) (hi: none), for a predicate false then true."""
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if at_or_past(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
 def own_units(files: tuple[scan.QueueFile, ...], qf: QueueFiles, lo: int, hi: int
               ) -> tuple[Units, QueueTable, np.ndarray, np.ndarray]:
     """A commit-log task's own reading of the units pointing into [lo, hi), by binary search
@@ -306,12 +295,12 @@ def own_units(files: tuple[scan.QueueFile, ...], qf: QueueFiles, lo: int, hi: in
             continue
         with scan._Mapped(f.path) as m:
             u = m.u8[:n * L.CQ_STORE_UNIT_SIZE].view(L.CQ_DTYPE)
-            a = first_true(0, n, lambda i: _unit_kind(u, i) != _BLANK)
-            b = first_true(a, n, lambda i: _unit_kind(u, i) == _OTHER)
+            a = scan.first_true(0, n, lambda i: _unit_kind(u, i) != _BLANK)
+            b = scan.first_true(a, n, lambda i: _unit_kind(u, i) == _OTHER)
             if b > a:
                 clo = u["commitLogOffset"]
-                i0 = first_true(a, b, lambda i: int(clo[i]) >= lo)
-                i1 = first_true(i0, b, lambda i: int(clo[i]) >= hi)
+                i0 = scan.first_true(a, b, lambda i: int(clo[i]) >= lo)
+                i1 = scan.first_true(i0, b, lambda i: int(clo[i]) >= hi)
                 spans[file_no] = a, b
                 cuts[file_no] = i0, i1
                 q0 = int(f.name) // L.CQ_STORE_UNIT_SIZE

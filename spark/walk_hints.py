@@ -19,7 +19,6 @@ import numpy as np
 
 from spark import layout as L
 from spark import scan
-from spark.verify_queues import first_true as _first
 
 
 def record_starts(files: list[scan.QueueFile], lo: int, hi: int) -> np.ndarray | None:
@@ -34,8 +33,8 @@ def record_starts(files: list[scan.QueueFile], lo: int, hi: int) -> np.ndarray |
         with scan._Mapped(f.path) as m:
             u = m.u8[:n * unit].view(L.CQ_DTYPE)
             clo, size = u["commitLogOffset"], u["size"]
-            a = _first(0, n, lambda i: int(size[i]) != L.INT_MAX)
-            b = _first(a, n, lambda i: int(size[i]) <= 0)
+            a = scan.first_true(0, n, lambda i: int(size[i]) != L.INT_MAX)
+            b = scan.first_true(a, n, lambda i: int(size[i]) <= 0)
             if b > a and int(clo[a]) < hi and int(clo[b - 1]) >= lo:
                 c = clo[a:b].astype(np.int64)
                 c = c[(c >= lo) & (c < hi)]
