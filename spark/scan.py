@@ -49,7 +49,8 @@ _PHYS = struct.Struct(">q")
 # magic codes as they appear on disk; a candidate record starts 4 bytes before the match
 _SYNC = re.compile(b"|".join(re.escape(struct.pack(">I", m))
                              for m in (L.MAGIC_CODE_V1, L.MAGIC_CODE_V2, L.BLANK_MAGIC_CODE)))
-_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+# every byte value -> its two upper-case hex digits, as one 2-byte item in memory order
+_HEX_PAIRS = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), dtype="V2")
 MAX_BATCH_BYTES = 64 * 1024 * 1024  # keeps int32 binary offsets far from overflow
 DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
 DEFAULT_BATCH_ROWS = 8192
@@ -491,12 +492,13 @@ def _property_items(props: pa.Array) -> tuple[np.ndarray, ...]:
     offs = np.frombuffer(bufs[1], dtype=np.int32, count=n + 1, offset=props.offset * 4).astype(np.int64)
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(1, np.uint8)
     lo, hi = int(offs[0]), int(offs[-1])
-    # one pass finds both separator bytes (\x01, \x02: a few per item), then they are told apart
-    low = np.flatnonzero(data[lo:hi] <= 2)
-    kind = data[lo:hi][low]
-    low += lo
-    seps = low[kind == 2]
-    ones = low[kind == 1]
+    # a pass per separator byte (\x01, \x02) beats one pass for both and telling them apart
+    used = data[lo:hi]
+    seps = np.flatnonzero(used == 2)
+    ones = np.flatnonzero(used == 1)
+    if lo:
+        seps += lo
+        ones += lo
     # every item ends at a separator or at its row's end; a row end sorts before a separator at
     # the same position (such a separator is the first byte of the next row)
     key = np.concatenate([offs[1:] * 2, seps * 2 + 1])
@@ -528,6 +530,28 @@ def _property_items(props: pa.Array) -> tuple[np.ndarray, ...]:
     return data, s[valid], k[valid], e[valid], row[valid]
 
 
+def _names_and_values(data: np.ndarray, s: np.ndarray, k: np.ndarray, e: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """The names ``data[s:k]`` and values ``data[k+1:e]`` of items that lie in order, as string
+    arrays. The items' bytes already form one buffer, so they are cut into consecutive pieces
+    (name, separator, value, what lies before the next item) by one offsets array over it, and
+    Arrow's take copies out every name and every value (cheaper than a numpy gather by byte)."""
+    m = s.size
+    if m == 0:
+        return pa.array([], pa.string()), pa.array([], pa.string())
+    lo = int(s[0])
+    offsets = np.empty(4 * m + 1, dtype=np.int32)
+    cuts = offsets[:-1].reshape(m, 4)
+    cuts[:, 0] = s - lo
+    cuts[:, 1] = k - lo
+    cuts[:, 2] = cuts[:, 1] + 1
+    cuts[:, 3] = e - lo
+    offsets[-1] = cuts[-1, 3]
+    pieces = pa.Array.from_buffers(pa.string(), 4 * m,
+                                   [None, pa.py_buffer(offsets), pa.py_buffer(data[lo:int(e[-1])])])
+    return pieces.take(pa.array(np.arange(0, 4 * m, 4, dtype=np.int32))), \
+        pieces.take(pa.array(np.arange(2, 4 * m, 4, dtype=np.int32)))
+
+
 def properties_columns(props: pa.Array, with_map: bool = True,
                        names: tuple[str, ...] = _LOOKUPS) -> tuple[pa.MapArray | None, list[pa.Array]]:
     """``name\\x01value\\x02...`` strings -> (map<string,string>, one column per name of ``names``,
@@ -538,11 +562,7 @@ def properties_columns(props: pa.Array, with_map: bool = True,
     if n == 0:
         return pa.array([], _MAP_TYPE), [pa.array([], pa.string())] * len(names)
     data, s, k, e, row = _property_items(props)
-    if s.size:
-        keys = _varbinary(data, s, k - s, pa.string())
-        values = _varbinary(data, k + 1, e - k - 1, pa.string())
-    else:
-        keys = values = pa.array([], pa.string())
+    keys, values = _names_and_values(data, s, k, e)
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(np.bincount(row, minlength=n), out=offsets[1:])
     m = pa.MapArray.from_arrays(pa.array(offsets), keys, values, type=_MAP_TYPE) if with_map else None
@@ -604,20 +624,21 @@ def _hosts(octets: np.ndarray, port: np.ndarray) -> pa.Array:
     and the strings are taken by index."""
     ip = octets.astype(np.uint64) @ np.array([1 << 24, 1 << 16, 1 << 8, 1], dtype=np.uint64)
     key = (ip << np.uint64(32)) | port.astype(np.int64).astype(np.uint64) & np.uint64(0xFFFFFFFF)
-    uniq, inverse = np.unique(key, return_inverse=True)
+    if key.size and (key == key[0]).all():  # one host in the batch (the store host always): no sort
+        uniq, inverse = key[:1], np.zeros(key.size, dtype=np.int32)
+    else:
+        uniq, inverse = np.unique(key, return_inverse=True)
     text = [f"{k >> 56}.{(k >> 48) & 255}.{(k >> 40) & 255}.{(k >> 32) & 255}:"
             f"{(k & 0xFFFFFFFF) - ((k & 0x80000000) << 1)}" for k in uniq.tolist()]
     return pa.array(text, pa.string()).take(pa.array(inverse.reshape(-1).astype(np.int32)))
 
 
 def _hex_upper(rows: np.ndarray) -> pa.Array:
-    """Upper-case hex of each row of a 2-D uint8 array."""
+    """Upper-case hex of each row of a 2-D uint8 array: each byte's two digits in one lookup."""
     n, w = rows.shape
-    out = np.empty((n, w, 2), dtype=np.uint8)
-    out[:, :, 0] = _HEX[rows >> 4]
-    out[:, :, 1] = _HEX[rows & 15]
+    out = _HEX_PAIRS[rows]
     offsets = np.arange(0, n * 2 * w + 1, 2 * w, dtype=np.int32)
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out.tobytes())])
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
 
 
 def _overlapping(u8: np.ndarray, itemsize: int) -> np.ndarray:

@@ -356,3 +356,25 @@ def test_record_ending_at_the_file_end(tmp_path):
     rows = _rows(tmp_path)
     assert [(r["queueOffset"], r["bornHost"], r["body"]) for r in rows] == [(0, "10.0.0.2:65535", b""), (1, "10.0.0.2:0", b"")]
     assert _problems(tmp_path) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([(127, 0, 0, 1), (10, 0, 0, 2), (255, 255, 255, 255), (0, 0, 0, 0)]),
+                          st.sampled_from([0, 1, 10911, 65535, -1, -2147483648])), min_size=1, max_size=30),
+       st.booleans())
+def test_hosts_format_each_ip_and_port(hosts, same):
+    """'a.b.c.d:port' per row, whether the batch holds one host (no sort) or several; a port is
+    the stored int as Java prints it."""
+    if same:
+        hosts = [hosts[0]] * len(hosts)
+    octets = np.array([h[0] for h in hosts], dtype=np.uint8)
+    port = np.array([h[1] for h in hosts], dtype=np.int32)
+    got = scan._hosts(octets, port).to_pylist()
+    assert got == [f"{a}.{b}.{c}.{d}:{p}" for (a, b, c, d), p in hosts]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.binary(min_size=16, max_size=16), max_size=20))
+def test_hex_upper_of_each_row(rows):
+    arr = np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(len(rows), 16)
+    assert scan._hex_upper(arr).to_pylist() == [r.hex().upper() for r in rows]
