@@ -530,14 +530,15 @@ def _property_items(props: pa.Array) -> tuple[np.ndarray, ...]:
     return data, s[valid], k[valid], e[valid], row[valid]
 
 
-def _names_and_values(data: np.ndarray, s: np.ndarray, k: np.ndarray, e: np.ndarray) -> tuple[pa.Array, pa.Array]:
-    """The names ``data[s:k]`` and values ``data[k+1:e]`` of items that lie in order, as string
-    arrays. The items' bytes already form one buffer, so they are cut into consecutive pieces
-    (name, separator, value, what lies before the next item) by one offsets array over it, and
-    Arrow's take copies out every name and every value (cheaper than a numpy gather by byte)."""
+def _item_pieces(data: np.ndarray, s: np.ndarray, k: np.ndarray, e: np.ndarray) -> pa.Array:
+    """Items that lie in order in one buffer, cut into consecutive string pieces: item i's name
+    ``data[s:k]`` is piece 4i, its value ``data[k+1:e]`` piece 4i+2 (the separator and what lies
+    before the next item fill 4i+1 and 4i+3). One offsets array over the buffer, no copy; Arrow's
+    take then copies out the names, values or lookups wanted (cheaper than a numpy gather by
+    byte)."""
     m = s.size
     if m == 0:
-        return pa.array([], pa.string()), pa.array([], pa.string())
+        return pa.array([], pa.string())
     lo = int(s[0])
     offsets = np.empty(4 * m + 1, dtype=np.int32)
     cuts = offsets[:-1].reshape(m, 4)
@@ -546,10 +547,7 @@ def _names_and_values(data: np.ndarray, s: np.ndarray, k: np.ndarray, e: np.ndar
     cuts[:, 2] = cuts[:, 1] + 1
     cuts[:, 3] = e - lo
     offsets[-1] = cuts[-1, 3]
-    pieces = pa.Array.from_buffers(pa.string(), 4 * m,
-                                   [None, pa.py_buffer(offsets), pa.py_buffer(data[lo:int(e[-1])])])
-    return pieces.take(pa.array(np.arange(0, 4 * m, 4, dtype=np.int32))), \
-        pieces.take(pa.array(np.arange(2, 4 * m, 4, dtype=np.int32)))
+    return pa.Array.from_buffers(pa.string(), 4 * m, [None, pa.py_buffer(offsets), pa.py_buffer(data[lo:int(e[-1])])])
 
 
 def properties_columns(props: pa.Array, with_map: bool = True,
@@ -562,10 +560,14 @@ def properties_columns(props: pa.Array, with_map: bool = True,
     if n == 0:
         return pa.array([], _MAP_TYPE), [pa.array([], pa.string())] * len(names)
     data, s, k, e, row = _property_items(props)
-    keys, values = _names_and_values(data, s, k, e)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.bincount(row, minlength=n), out=offsets[1:])
-    m = pa.MapArray.from_arrays(pa.array(offsets), keys, values, type=_MAP_TYPE) if with_map else None
+    pieces = _item_pieces(data, s, k, e)
+    m = None
+    if with_map:
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(np.bincount(row, minlength=n), out=offsets[1:])
+        keys = pieces.take(pa.array(np.arange(0, 4 * s.size, 4, dtype=np.int32)))
+        values = pieces.take(pa.array(np.arange(2, 4 * s.size, 4, dtype=np.int32)))
+        m = pa.MapArray.from_arrays(pa.array(offsets), keys, values, type=_MAP_TYPE)
     looked = []
     key_len = k - s
     for hit in _items_named_each(data, s, key_len, names):
@@ -575,7 +577,7 @@ def properties_columns(props: pa.Array, with_map: bool = True,
             last = np.ones(hit.size, dtype=bool)
             last[:-1] = r[:-1] != r[1:]  # items are in row order: the last hit of each row
             pick[r[last]] = hit[last]
-        looked.append(values.take(pa.array(pick, mask=pick < 0)) if hit.size else pa.nulls(n, pa.string()))
+        looked.append(pieces.take(pa.array(4 * pick + 2, mask=pick < 0)) if hit.size else pa.nulls(n, pa.string()))
     return m, looked
 
 
