@@ -157,7 +157,8 @@ def output_schema(kind: str, schema: StructType | None) -> pa.Schema:
 
 
 class _Part(InputPartition):
-    """One unit of work: (what, payload). Payloads are small frozen dataclasses (picklable)."""
+    """One unit of work: (what, payload). Payloads are frozen dataclasses or tuples of them
+    (picklable; at most a few hundred)."""
 
     def __init__(self, what: str, payload) -> None:
         super().__init__(what)
@@ -166,13 +167,19 @@ class _Part(InputPartition):
 
 
 def plan_partitions(o: _Options) -> list[_Part]:
-    """What each task reads; computed from directory listings only."""
+    """What each task reads; computed from directory listings only (the commit-log tasks also
+    get the consume-queue listing their walk hints come from, see spark/walk_hints.py)."""
     if not os.path.isdir(o.path):
         raise FileNotFoundError(f"rocketmq data source: {o.path}: no such store directory")
     parts: list[_Part] = []
     if o.kind in ("commitlog", "problems", "verify"):
         what = {"commitlog": "commitlog", "verify": "commitlog"}.get(o.kind, "check-commitlog")
-        parts += [_Part(what, s) for s in scan.plan_commitlog(o.path, o.split_size)]
+        splits = scan.plan_commitlog(o.path, o.split_size)
+        if what == "commitlog":
+            hints = walk_hints.hint_files(o.path) if splits else None
+            parts += [_Part(what, (s, hints)) for s in splits]
+        else:
+            parts += [_Part(what, s) for s in splits]
     if o.kind in ("consumequeue", "problems"):
         files = scan.queue_files(o.path)
         what = "consumequeue" if o.kind == "consumequeue" else "check-consumequeue"
@@ -190,7 +197,8 @@ def read_partition(o: _Options, part: _Part, schema: pa.Schema | None = None) ->
     """Batches of one partition, with the columns of ``schema`` (default: the kind's own)."""
     w, p = part.what, part.payload
     if w == "commitlog":
-        starts = walk_hints.record_starts(scan.queue_files(o.path), p.base + p.start, p.base + p.end)
+        p, hints = p
+        starts = walk_hints.record_starts(hints, p.base + p.start, p.base + p.end) if hints else None
         return scan.scan_commitlog(p, read_body=o.read_body, check_crc=o.check_crc, batch_rows=o.batch_rows,
                                    schema=schema if schema is not None else ARROW_SCHEMAS[o.kind],
                                    delay_levels=o.delay_levels, starts=starts)

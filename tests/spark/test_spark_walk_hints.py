@@ -69,6 +69,21 @@ def test_the_data_source_uses_the_queues(monkeypatch):
     assert len(rows) == 2061 and sum(seen) >= 2000
 
 
+def test_too_many_queue_files_means_no_hints(monkeypatch):
+    """Past walk_hints.MAX_FILES the driver hands the tasks no queue files: no task probes
+    them, and the rows stay the same."""
+    o = parse_options({"path": str(CLEAN / "store")})
+    hinted = plan_partitions(o)
+    assert all(p.payload[1] and len(p.payload[1]) == len(scan.queue_files(CLEAN / "store")) for p in hinted)
+    want = [r for p in hinted for b in read_partition(o, p) for r in b.to_pylist()]
+    monkeypatch.setattr(walk_hints, "MAX_FILES", len(scan.queue_files(CLEAN / "store")) - 1)
+    calls = []
+    monkeypatch.setattr(walk_hints, "record_starts", lambda *a: calls.append(a))
+    plain = plan_partitions(o)
+    assert [p.payload[1] for p in plain] == [None] * len(plain)
+    assert [r for p in plain for b in read_partition(o, p) for r in b.to_pylist()] == want and not calls
+
+
 _BODY = st.binary(min_size=0, max_size=40)
 
 
