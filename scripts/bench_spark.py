@@ -166,22 +166,22 @@ def reader_scan(root: Path, **kw) -> tuple[float, int]:
 
 
 def reader_floor(root: Path, columns: list[str] | None) -> tuple[float, int]:
-    """The reader as the data source runs it (the consume queues' walk hints), producing only
-    ``columns`` (None: all): with filePos alone, what locating every record costs (map, walk, heads); with
-    body and crc_ok too, what any reader of every body and its CRC pays. Best of three, CPU s."""
+    """The reader as the data source's tasks run it (its partitions, walk hints included), in this
+    process, producing only ``columns`` (None: all): with filePos alone, what locating every record
+    costs (map, walk, heads); with body and crc_ok too, what any reader of every body and its CRC
+    pays. Best of three, CPU s."""
     import pyarrow as pa
-    from spark import scan, walk_hints
+    from spark.datasource import parse_options, plan_partitions, read_partition
     from spark.schemas import ARROW_SCHEMAS
     full = ARROW_SCHEMAS["commitlog"]
     schema = full if columns is None else pa.schema([full.field(c) for c in columns])
-    queues = scan.queue_files(root)
+    o = parse_options({"path": str(root)})
     best, rows = float("inf"), 0
     for _ in range(3):
         rows = 0
         c = time.process_time()
-        for sp in scan.plan_commitlog(root):
-            starts = walk_hints.record_starts(queues, sp.base + sp.start, sp.base + sp.end)
-            for b in scan.scan_commitlog(sp, schema=schema, starts=starts):
+        for part in plan_partitions(o):
+            for b in read_partition(o, part, schema):
                 rows += b.num_rows
         best = min(best, time.process_time() - c)
     return best, rows
