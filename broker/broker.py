@@ -26,6 +26,7 @@ import trio
 
 from broker.acl_config import AclService
 from broker.config import BrokerSettings, ConfigError
+from broker.dispatch_loop import LoopDispatch
 from broker.ha_master import HAMasterService
 from broker.ha_slave import HAClient
 from broker.slave_sync import SlaveSynchronize, get_all_delay_offset
@@ -151,6 +152,8 @@ class BrokerRole:
         self.store: DefaultMessageStore = DefaultMessageStore(settings.store)
         self.store_host = ip_to_bytes(b.brokerIP1)
         self.store_port = settings.netty_server.listenPort
+        self.loop_dispatch = LoopDispatch(self.store.reput_service)
+        self.server.add_after_requests_hook(self.loop_dispatch.catch_up)
         self.pull_hold_service = PullRequestHoldService(self.store.get_max_offset_in_queue)
         self.stats = BrokerStats()
         self.allow_config_update = bool(getattr(b, "enableUpdateConfig", False))
@@ -217,6 +220,8 @@ class BrokerRole:
         for manager in (self.topic_config_manager, self.consumer_offset_manager, self.subscription_group_manager):
             if not manager.load():
                 raise StoreConfigError(config_refusal(manager.load_error, s.store.storePathRootDir))
+        # dispatch runs on this event loop, not in the store's thread (broker/dispatch_loop.py)
+        self.loop_dispatch.attach()
         await trio.to_thread.run_sync(self._start_store)
         try:
             main, fast = await self.server.open_listeners([(self.host, s.listen_port), (self.host, s.fast_listen_port)])
@@ -228,6 +233,7 @@ class BrokerRole:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
                     self._token = trio.lowlevel.current_trio_token()
+                    await nursery.start(self.loop_dispatch.run)
                     await nursery.start(self.pull_hold_service.run)
                     self.store.add_arrival_listener(self.pull_hold_service.arrival_listener)
                     await nursery.start(self.notifier.run)

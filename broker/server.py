@@ -363,6 +363,7 @@ class Dispatcher:
         self._default: Handler | None = None
         self._close_listeners: list[CloseListener] = []
         self._request_hooks: list[RequestHook] = []
+        self._after_requests: list[Callable[[], Any]] = []
         self.channels: set[Channel] = set()
         self._in_flight = 0
         self._idle_event = trio.Event()
@@ -407,6 +408,20 @@ class Dispatcher:
             if refusal is not None:
                 return refusal
         return None
+
+    def add_after_requests_hook(self, hook: Callable[[], Any]) -> None:
+        """hook() runs on the loop once the answers to a read's inline requests are written,
+        and after each request task's answer: work that must be done before the next request
+        is read, but not before these answers go out (the broker's dispatch of what the
+        requests appended)."""
+        self._after_requests.append(hook)
+
+    def _run_after_requests(self) -> None:
+        for hook in self._after_requests:
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 - never the connection's problem
+                log.exception("after-requests hook failed")
 
     def add_close_listener(self, listener: CloseListener) -> None:
         """listener(channel), sync or async, runs once when any connection closes."""
@@ -509,10 +524,14 @@ class Dispatcher:
             if response is not None and not channel.closed:
                 try:
                     channel.write_nowait(self._response_parts(request, response))
+                    if self._after_requests:
+                        self._run_after_requests()
                     if channel._out:
                         await channel.drain()
                 except RemotingSendRequestError as exc:
                     log.warning("process request over, but response failed: %s", exc)
+            elif self._after_requests:
+                self._run_after_requests()
         finally:
             limiter.release()
             self._in_flight -= 1
@@ -609,6 +628,8 @@ class Dispatcher:
                             channel.write_nowait(batch)
                         except RemotingSendRequestError as exc:
                             log.warning("process request over, but response failed: %s", exc)
+                if self._after_requests:
+                    self._run_after_requests()
                 if channel.closed:
                     break
                 if channel._out:

@@ -35,6 +35,9 @@ POLL_INTERVAL_S = 0.001
 #: broker does not spin 1,000 times a second; a quiet one still dispatches without delay).
 IDLE_POLLS_BEFORE_SLEEP = 20
 IDLE_SLEEP_S = 0.05  # safety net: re-check even without a wake-up
+#: A waiter that helps dispatch (wait_dispatched) re-checks this often while a round it
+#: cannot join is running or dispatch is suspended.
+HELP_POLL_S = 0.05
 #: Skipped records kept for inspection (``Dispatcher.skipped``); the count keeps going.
 SKIPPED_KEPT = 100
 #: The same reput offset failing this many rounds in a row is skipped over as unreadable.
@@ -159,7 +162,13 @@ class Dispatcher:
 
 
 class ReputMessageService:
-    """A thread that follows the commit log's end and dispatches every new record."""
+    """Follows the commit log's end and dispatches every new record: in a thread of its own
+    (``start``), or in rounds its owner runs (``drive_externally``; the broker runs them on
+    its event loop, where they cost no GIL hand-over per append).
+
+    Rounds never overlap: ``do_reput`` holds the reput lock. Whoever waits for dispatch
+    (``wait_dispatched``) dispatches itself while nobody else does, so an owner's loop that is
+    blocked behind the waiter (on the put lock) or is the waiter itself never stalls it."""
 
     def __init__(self, commit_log: CommitLog, dispatcher: Dispatcher, reput_from_offset: int = 0):
         self.commit_log = commit_log
@@ -172,6 +181,11 @@ class ReputMessageService:
         self._stopped = False
         self._suspended = False
         self._thread: threading.Thread | None = None
+        self._reput_lock = threading.Lock()
+        #: set by drive_externally: called instead of waking the thread (the owner runs rounds)
+        self._waker: Callable[[], None] | None = None
+        self._failures = 0
+        self._failed_at = -1
         self.error: BaseException | None = None
 
     def notify_appended(self, _end: int = 0) -> None:
@@ -180,9 +194,37 @@ class ReputMessageService:
         end, and the appender publishes the end before it reads ``_sleeping``."""
         if self._sleeping:
             self._sleeping = False
-            self._wake.set()
+            waker = self._waker
+            if waker is None:
+                self._wake.set()
+            else:
+                waker()
+
+    def drive_externally(self, waker: Callable[[], None]) -> None:
+        """No thread: the owner calls ``run_round`` until it returns nothing done, then
+        ``begin_idle`` and sleeps until ``waker`` (called from any thread that appends, or by
+        ``resume``) or a timeout, then ``end_idle``. Call before ``start``."""
+        if self._thread is not None:
+            raise RuntimeError("dispatch already runs in its own thread")
+        self._waker = waker
+
+    def begin_idle(self) -> bool:
+        """For an external driver with nothing dispatched in its last round: True if it may
+        sleep until woken (caught up, or suspended), False if records are waiting (a record
+        it could not read yet: poll again shortly). No lost wake-up: the flag is raised before
+        the commit log's end is read, and an appender publishes the end before reading it."""
+        self._sleeping = True
+        if self._suspended or self._stopped or self.reput_from_offset >= self.commit_log.get_max_offset():
+            return True
+        self._sleeping = False
+        return False
+
+    def end_idle(self) -> None:
+        self._sleeping = False
 
     def start(self) -> None:
+        if self._waker is not None:
+            return  # the owner drives dispatch (drive_externally)
         self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
         self._thread.start()
 
@@ -213,20 +255,86 @@ class ReputMessageService:
     def resume(self) -> None:
         self._suspended = False
         self._wake.set()
+        if self._waker is not None:
+            self._sleeping = False
+            self._waker()
+        with self._cv:
+            self._cv.notify_all()  # helping waiters (wait_dispatched) dispatch again
+
+    @property
+    def suspended(self) -> bool:
+        return self._suspended
 
     def behind(self) -> int:
         return self.commit_log.get_max_offset() - self.reput_from_offset
 
     def wait_dispatched(self, offset: int, timeout_s: float = 5.0) -> bool:
-        """Block until everything below ``offset`` is dispatched (tests, admin reads)."""
-        with self._cv:
-            return self._cv.wait_for(lambda: self.reput_from_offset >= offset or self._stopped, timeout_s) \
-                and self.reput_from_offset >= offset
+        """Block until everything below ``offset`` is dispatched (tests, admin reads, a topic
+        deleted under the put lock). Unless dispatch is suspended, the caller dispatches itself
+        whenever no round is running: the driver may be blocked behind the caller (a send
+        waiting for the put lock on the broker's event loop) or be the caller's own thread.
+        Its rounds follow ``run_round``'s failure policy: a failing record is tried the same
+        number of times in all, whoever tries it."""
+        deadline = time.monotonic() + timeout_s
+        while self.reput_from_offset < offset and not self._stopped:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            step = min(remaining, HELP_POLL_S)
+            if not self._suspended and self._reput_lock.acquire(timeout=step):
+                before = self.reput_from_offset
+                try:
+                    _, backoff = self._round(None)
+                finally:
+                    self._reput_lock.release()
+                if self.reput_from_offset != before:
+                    continue
+                step = min(remaining, max(step, backoff))
+            with self._cv:
+                self._cv.wait_for(lambda: self.reput_from_offset >= offset or self._stopped, step)
+        return self.reput_from_offset >= offset
 
-    def do_reput(self) -> int:
-        """Dispatch everything written so far, up to DISPATCH_BATCH records per round (one
-        batched consume-queue / index write, then the arrival listeners, then the new
-        position is published); returns the number of records dispatched."""
+    def run_round(self, max_records: int | None = None) -> tuple[int, float]:
+        """One ``do_reput`` with the service's failure policy (its thread's and an external
+        driver's): (records dispatched, seconds to wait before the next round). A transient OS
+        error waits 1 s and retries the same record forever; any other failure waits 0.1 s, and
+        the same offset failing SAME_OFFSET_FAILURES_BEFORE_SKIP rounds in a row is skipped."""
+        with self._reput_lock:
+            return self._round(max_records)
+
+    def _round(self, max_records: int | None) -> tuple[int, float]:
+        """run_round under the reput lock."""
+        try:
+            count = self._reput(max_records)
+        except Exception as e:  # keep the broker up; never retry one offset forever
+            self.error = e
+            at = self.reput_from_offset
+            self._failures = self._failures + 1 if at == self._failed_at else 1
+            self._failed_at = at
+            if is_transient(e):  # a resource outage, not this record's fault: wait and retry
+                if self._failures == 1 or self._failures % 60 == 0:
+                    log.error("dispatch at physical offset %d waits for the system: %s: %s (retried every "
+                              "second)", at, type(e).__name__, e)
+                return 0, 1.0
+            log.error("dispatch at physical offset %d failed (%d in a row): %s: %s",
+                      at, self._failures, type(e).__name__, e)
+            if self._failures >= SAME_OFFSET_FAILURES_BEFORE_SKIP:
+                self._skip_failing(at, e)
+                self._failures = 0
+            return 0, 0.1
+        if self._failures:
+            self._failures, self.error = 0, None
+        return count, 0.0
+
+    def do_reput(self, max_records: int | None = None) -> int:
+        """Dispatch everything written so far (or at least ``max_records`` of it, when given,
+        in batches of up to DISPATCH_BATCH records: one batched consume-queue / index write,
+        then the arrival listeners, then the new position is published); returns the number
+        of records dispatched."""
+        with self._reput_lock:
+            return self._reput(max_records)
+
+    def _reput(self, max_records: int | None) -> int:
         cl = self.commit_log
         info_of = cl.dispatch_info
         dispatch = self.dispatcher.dispatch_batch
@@ -243,8 +351,11 @@ class ReputMessageService:
             pos = 0
             info: tuple | int = -1
             while pos < end:
+                if max_records is not None and count >= max_records:
+                    break
+                limit = DISPATCH_BATCH if max_records is None else min(DISPATCH_BATCH, max_records - count)
                 batch = []
-                while pos < end and len(batch) < DISPATCH_BATCH:
+                while pos < end and len(batch) < limit:
                     info = info_of(view, pos, False)
                     if info.__class__ is int:
                         break
@@ -261,6 +372,8 @@ class ReputMessageService:
                 if info.__class__ is int:
                     break
             view.release()
+            if max_records is not None and count >= max_records:
+                break
             if pos < end:
                 if info == 0:  # BLANK: the rest of this file is filler
                     self.reput_from_offset = cl.roll_next_file(start + pos)
@@ -293,33 +406,14 @@ class ReputMessageService:
     def _run(self) -> None:
         idle = 0
         cl = self.commit_log
-        failed_at, failures = -1, 0
         while not self._stopped:
             if self._suspended:
                 self._wake.wait(IDLE_SLEEP_S)
                 self._wake.clear()
                 continue
-            try:
-                count = self.do_reput()
-                if failures:
-                    failures, self.error = 0, None
-            except Exception as e:  # keep the broker up; never retry one offset forever
-                self.error = e
-                at = self.reput_from_offset
-                failures = failures + 1 if at == failed_at else 1
-                failed_at = at
-                if is_transient(e):  # a resource outage, not this record's fault: wait and retry
-                    if failures == 1 or failures % 60 == 0:
-                        log.error("dispatch at physical offset %d waits for the system: %s: %s (retried every "
-                                  "second)", at, type(e).__name__, e)
-                    time.sleep(1.0)
-                    continue
-                log.error("dispatch at physical offset %d failed (%d in a row): %s: %s",
-                          at, failures, type(e).__name__, e)
-                if failures >= SAME_OFFSET_FAILURES_BEFORE_SKIP:
-                    self._skip_failing(at, e)
-                    failures = 0
-                time.sleep(0.1)
+            count, backoff = self.run_round()
+            if backoff:
+                time.sleep(backoff)
                 continue
             if count or idle < IDLE_POLLS_BEFORE_SLEEP:
                 idle = 0 if count else idle + 1
