@@ -67,3 +67,38 @@ def test_plain_addresses_time_out_naming_the_name_server(bench, monkeypatch) -> 
     monkeypatch.setattr(bench, "route_names", lambda namesrv, broker_addr: False)
     with pytest.raises(bench.BenchError, match=r"not become routable through 127\.0\.0\.1:9 within 0 s"):
         bench.wait_routed("127.0.0.1:9", None, time.perf_counter(), timeout=0.2)
+
+
+def test_a_name_server_that_resets_the_connection_is_not_routable_yet(bench) -> None:
+    """A name server killed while the wait polls it (Apache's launcher retrying) resets the
+    connection after the request: that poll says 'not yet', it does not crash the benchmark
+    (CI once ended `bench --compare` with an exception group of the reset and the lost request)."""
+    import socket
+    import struct
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    port = srv.getsockname()[1]
+    served: list[int] = []
+
+    def serve() -> None:
+        for _ in range(2):
+            conn, _ = srv.accept()
+            conn.recv(65536)  # the GET_ROUTEINFO_BY_TOPIC request
+            # SO_LINGER 0: close() sends RST, as a killed process's socket does
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()
+            served.append(1)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        assert bench.route_names(f"127.0.0.1:{port}", None) is False
+        assert bench.route_names(f"127.0.0.1:{port}", "127.0.0.1:10911") is False
+        t.join(10)
+        assert served == [1, 1]
+    finally:
+        srv.close()
+    assert bench.route_names(f"127.0.0.1:{port}", None) is False  # refused: nothing listens now
