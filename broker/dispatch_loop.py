@@ -74,7 +74,7 @@ class LoopDispatch:
         """One bounded round now, if anything is waiting (the server's after-requests hook);
         the rest of a backlog, or a failing record, is left to the task."""
         reput = self.reput
-        if reput.error is not None or reput.suspended or reput.reput_from_offset >= reput.commit_log.get_max_offset():
+        if reput.error is not None or reput.suspended or reput.behind() <= 0:
             return
         count, backoff = reput.run_round(self.round_records)
         if count:
