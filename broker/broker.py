@@ -152,7 +152,8 @@ class BrokerRole:
         self.store: DefaultMessageStore = DefaultMessageStore(settings.store)
         self.store_host = ip_to_bytes(b.brokerIP1)
         self.store_port = settings.netty_server.listenPort
-        self.loop_dispatch = LoopDispatch(self.store.reput_service)
+        self.loop_dispatch = LoopDispatch(self.store.reput_service,
+                                          hook_follows=lambda: self.server.in_inline_call)
         self.server.add_after_requests_hook(self.loop_dispatch.catch_up)
         self.pull_hold_service = PullRequestHoldService(self.store.get_max_offset_in_queue)
         self.stats = BrokerStats()

@@ -19,7 +19,10 @@ derived files without fsync; flushing stays with the store's flush threads, so n
 for the disk on the loop. A round is bounded (ROUND_RECORDS, ~1 ms of work): a backlog (a
 batch burst, recovery) is dispatched by the task a round at a time, with the connections'
 requests in between. Appends from other threads (the delay-level timer) wake the task through
-the trio token; appends on the loop wake it directly. Failures follow the store's policy
+the trio token; appends on the loop wake it directly, except those made inside an inline
+request handler: the after-requests hook follows those before the next read, so the task sleeps
+on and ``catch_up`` re-arms it (one task switch less per read; py-spy no longer finds the task
+on the send path). Failures follow the store's policy
 (``ReputMessageService.run_round``): after a failed round only the task retries, after its
 back-off.
 """
@@ -27,7 +30,7 @@ back-off.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import trio
 
@@ -41,13 +44,21 @@ ROUND_RECORDS = 64
 class LoopDispatch:
     """``attach()`` on the trio thread before the store starts, then ``nursery.start(run)``."""
 
-    def __init__(self, reput: ReputMessageService, round_records: int = ROUND_RECORDS) -> None:
+    def __init__(self, reput: ReputMessageService, round_records: int = ROUND_RECORDS, *,
+                 hook_follows: Callable[[], bool] | None = None) -> None:
+        """``hook_follows()``, asked on the loop thread by an append's wake-up: True when
+        ``catch_up`` is sure to run before the loop reads on (an inline request handler is
+        running); the task is then left asleep and ``catch_up`` does the round."""
         self.reput = reput
         self.round_records = round_records
+        self.hook_follows = hook_follows
         self.rounds = 0  # rounds that dispatched something (tests, stats)
+        self.deferred_wakes = 0  # wake-ups left to catch_up (tests, stats)
         self._event = trio.Event()
         self._token: trio.lowlevel.TrioToken | None = None
         self._loop_thread = -1
+        self._deferred = False  # a wake-up left to catch_up: the task sleeps on, not re-armed
+        self._idle = False  # the task sleeps between begin_idle and end_idle
 
     def attach(self) -> None:
         """Take dispatch over from the store's thread (must run on the trio thread)."""
@@ -58,6 +69,14 @@ class LoopDispatch:
     def wake(self) -> None:
         """The store's waker: an append (or resume) while the task is idle. Any thread."""
         if threading.get_ident() == self._loop_thread:
+            follows = self.hook_follows
+            if follows is not None and self._idle and follows():
+                # catch_up runs before the next read: a task switch here would only find
+                # the round done. The store no longer thinks the task sleeps (it cleared
+                # _sleeping before calling this), so catch_up re-arms it or wakes it.
+                self._deferred = True
+                self.deferred_wakes += 1
+                return
             self._event.set()
             return
         token = self._token
@@ -74,13 +93,20 @@ class LoopDispatch:
         """One bounded round now, if anything is waiting (the server's after-requests hook);
         the rest of a backlog, or a failing record, is left to the task."""
         reput = self.reput
-        if reput.error is not None or reput.suspended or reput.behind() <= 0:
-            return
-        count, backoff = reput.run_round(self.round_records)
-        if count:
-            self.rounds += 1
-        if backoff or count >= self.round_records:
-            self.wake()
+        if reput.error is None and not reput.suspended and reput.behind() > 0:
+            count, backoff = reput.run_round(self.round_records)
+            if count:
+                self.rounds += 1
+            if backoff or count >= self.round_records:
+                self._deferred = False
+                self._event.set()  # the task takes the rest, after its back-off
+                return
+        if self._deferred:
+            self._deferred = False
+            # the task still sleeps: let appends wake it again (begin_idle raises _sleeping
+            # before it reads the commit log's end), or wake it now if records wait
+            if not (self._idle and reput.begin_idle()):
+                self._event.set()
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         reput = self.reput
@@ -103,8 +129,11 @@ class LoopDispatch:
                 # written but not readable as a record yet: poll, as the store's thread does
                 await trio.sleep(POLL_INTERVAL_S)
                 continue
+            self._idle = True
             try:
                 with trio.move_on_after(IDLE_SLEEP_S):  # safety net, like the thread's
                     await self._event.wait()
             finally:
+                self._idle = False
+                self._deferred = False
                 reput.end_idle()

@@ -364,6 +364,9 @@ class Dispatcher:
         self._close_listeners: list[CloseListener] = []
         self._request_hooks: list[RequestHook] = []
         self._after_requests: list[Callable[[], Any]] = []
+        #: True while an inline handler runs: whatever it sets going is followed by the
+        #: after-requests hooks (LoopDispatch leaves an append's dispatch to them)
+        self.in_inline_call = False
         self.channels: set[Channel] = set()
         self._in_flight = 0
         self._idle_event = trio.Event()
@@ -461,10 +464,13 @@ class Dispatcher:
             refusal = self._refused(ctx, request)
             if refusal is not None:
                 return self._finish(request, refusal)
+        self.in_inline_call = True
         try:
             result = handler(ctx, request)
         except Exception as exc:  # noqa: BLE001 - a failing handler must not take the connection down
             return self._failed(ctx.channel, request, exc)
+        finally:
+            self.in_inline_call = False
         if result is None or type(result) is RemotingCommand:
             return self._finish(request, result)
         if inspect.isawaitable(result):
@@ -628,8 +634,8 @@ class Dispatcher:
                             channel.write_nowait(batch)
                         except RemotingSendRequestError as exc:
                             log.warning("process request over, but response failed: %s", exc)
-                if self._after_requests:
-                    self._run_after_requests()
+                    if self._after_requests:  # after every inline call, whatever ended the chunk
+                        self._run_after_requests()
                 if channel.closed:
                     break
                 if channel._out:

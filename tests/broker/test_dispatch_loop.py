@@ -23,10 +23,10 @@ def _put(s: DefaultMessageStore, topic: str = "T", queue_id: int = 0) -> None:
 
 
 def _with_loop(s: DefaultMessageStore, body: Callable[[LoopDispatch], Awaitable[None]],
-               round_records: int = 64) -> None:
+               round_records: int = 64, hook_follows: Callable[[], bool] | None = None) -> None:
     """The store started the broker's way: dispatch taken over by a LoopDispatch, no thread."""
     async def main() -> None:
-        loop = LoopDispatch(s.reput_service, round_records=round_records)
+        loop = LoopDispatch(s.reput_service, round_records=round_records, hook_follows=hook_follows)
         loop.attach()
         s.load()
         s.start()
@@ -184,3 +184,72 @@ def test_wake_after_the_run_finished_is_harmless(tmp_path: Path) -> None:
         assert s2.get_max_offset_in_queue("T", 0) == 1
     finally:
         s2.shutdown()
+
+
+def test_an_append_inside_an_inline_request_is_left_to_catch_up(tmp_path: Path) -> None:
+    """An append on the loop while an inline handler runs does not wake the task (the
+    after-requests hook follows before the next read); catch_up dispatches it and re-arms the
+    sleeping task, so a later append from another thread still wakes it at once."""
+    s = _store(tmp_path / "s")
+    inside = [False]
+
+    def in_request(n: int = 1, queue_id: int = 0) -> None:
+        inside[0] = True
+        try:
+            for _ in range(n):
+                _put(s, queue_id=queue_id)
+        finally:
+            inside[0] = False
+
+    async def body(loop: LoopDispatch) -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(loop.run)
+            await trio.sleep(0.01)
+            assert s.reput_service._sleeping and loop._idle
+            in_request()
+            assert loop.deferred_wakes == 1 and not loop._event.is_set()
+            await trio.sleep(0.005)  # well inside the 50 ms safety net: the task slept on
+            assert s.get_max_offset_in_queue("T", 0) == 0
+            loop.catch_up()
+            assert s.get_max_offset_in_queue("T", 0) == 1
+            assert s.reput_service._sleeping and not loop._event.is_set()  # re-armed, not woken
+            await trio.to_thread.run_sync(_put, s, "U")  # the delay timer's way
+            await _until(lambda: s.get_max_offset_in_queue("U", 0) == 1, 0.04)
+            await trio.sleep(0.01)
+            # a burst inside one request: catch_up takes one round, the task the rest
+            in_request(100, queue_id=1)
+            loop.catch_up()
+            assert s.get_max_offset_in_queue("T", 1) == 64 and loop._event.is_set()
+            await _until(lambda: s.get_max_offset_in_queue("T", 1) == 100, 0.04)
+            # outside a request (another loop task appending) the task is woken as before
+            await trio.sleep(0.01)
+            deferred = loop.deferred_wakes
+            _put(s, queue_id=2)
+            assert loop._event.is_set() and loop.deferred_wakes == deferred
+            await _until(lambda: s.get_max_offset_in_queue("T", 2) == 1, 0.04)
+            nursery.cancel_scope.cancel()
+
+    _with_loop(s, body, hook_follows=lambda: inside[0])
+
+
+def test_a_deferred_wake_with_a_thread_append_before_catch_up_loses_nothing(tmp_path: Path) -> None:
+    """Between a deferred wake and catch_up the store does not think the task sleeps, so an
+    append from another thread does not wake it; catch_up's round takes that record too."""
+    s = _store(tmp_path / "s")
+    inside = [False]
+
+    async def body(loop: LoopDispatch) -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(loop.run)
+            await trio.sleep(0.01)
+            inside[0] = True
+            _put(s)
+            inside[0] = False
+            await trio.to_thread.run_sync(_put, s, "U")
+            assert not loop._event.is_set()
+            loop.catch_up()
+            assert s.get_max_offset_in_queue("T", 0) == 1 and s.get_max_offset_in_queue("U", 0) == 1
+            assert s.reput_service._sleeping
+            nursery.cancel_scope.cancel()
+
+    _with_loop(s, body, hook_follows=lambda: inside[0])

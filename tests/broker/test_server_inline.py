@@ -39,7 +39,11 @@ class Fixture:
         self.release = trio.Event()
         self.later_started = trio.Event()
         self.big_calls = 0
+        self.hook_calls = 0
+        self.flag_in_handler: list[bool] = []
+        self.flag_in_hook: list[bool] = []
         s = self.server
+        s.add_after_requests_hook(self.hook)
         s.register_inline(FAST, self.fast)
         s.register_inline(LATER, self.later)
         s.register_inline(BOOM, self.boom)
@@ -47,7 +51,12 @@ class Fixture:
         s.register_inline(BIG, self.big)
         s.register(ASYNC_SLOW, self.async_slow)
 
+    def hook(self):
+        self.hook_calls += 1
+        self.flag_in_hook.append(self.server.in_inline_call)
+
     def fast(self, ctx, req):
+        self.flag_in_handler.append(self.server.in_inline_call)
         return make_response(req, ResponseCode.SUCCESS, "fast", ext_fields={"echo": req.ext("x", "")}, body=req.body)
 
     def later(self, ctx, req):
@@ -192,4 +201,51 @@ def test_queued_answers_are_written_in_the_background_and_keep_their_order():
         got = [await c.recv() for _ in range(31)]
         assert [r.opaque for r in got] == list(range(31))
         assert got[-1].ext("echo") == "after"
+    run(t)
+
+
+def test_after_requests_hook_follows_every_read_and_every_request_task():
+    """The hook LoopDispatch relies on: after a read's inline answers (the flag that an
+    inline handler runs is up inside it and down in the hook), and after a task's answer."""
+    async def t(fx, port):
+        c = await RawConn.open(port)
+        await c.send(make_request(FAST, opaque=1), make_request(FAST, opaque=2))
+        assert [(await c.recv()).opaque for _ in range(2)] == [1, 2]
+        with trio.fail_after(5):
+            while fx.hook_calls < 1:
+                await trio.sleep(0.001)
+        assert fx.flag_in_handler == [True, True] and set(fx.flag_in_hook) == {False}
+        before = fx.hook_calls
+        await c.send(make_request(ASYNC_SLOW, opaque=3))
+        await trio.sleep(0.05)
+        after_read = fx.hook_calls  # the read that started the task
+        assert after_read > before
+        fx.release.set()
+        assert (await c.recv()).opaque == 3
+        with trio.fail_after(5):
+            while fx.hook_calls <= after_read:  # and once more after the task's answer
+                await trio.sleep(0.001)
+        assert not fx.server.in_inline_call
+    run(t)
+
+
+def test_after_requests_hook_runs_when_a_framing_error_ends_the_read():
+    """Whatever the inline handlers of a read set going is followed by the hook, even when
+    the read ends in a framing error (LoopDispatch leaves their appends' dispatch to it)."""
+    async def t(fx, port):
+        c = await RawConn.open(port)
+        await c.stream.send_all(encode_frame(make_request(FAST, opaque=1)) + struct.pack(">i", -5) + b"xxxx")
+        assert (await c.recv()).opaque == 1
+        assert await c.recv() is None
+        assert fx.flag_in_handler == [True] and fx.hook_calls >= 1
+        assert not fx.server.in_inline_call
+    run(t)
+
+
+def test_a_failing_inline_handler_lowers_the_flag():
+    async def t(fx, port):
+        c = await RawConn.open(port)
+        await c.send(make_request(BOOM, opaque=5))
+        assert (await c.recv()).code == ResponseCode.SYSTEM_ERROR
+        assert not fx.server.in_inline_call
     run(t)
