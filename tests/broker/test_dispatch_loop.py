@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Awaitable, Callable
 
 import trio
+import trio.testing
 
+import broker.dispatch_loop
 from broker.dispatch_loop import LoopDispatch
 from store.commitlog import MessageExtBrokerInner
 from store.config import MessageStoreConfig
@@ -186,10 +188,11 @@ def test_wake_after_the_run_finished_is_harmless(tmp_path: Path) -> None:
         s2.shutdown()
 
 
-def test_an_append_inside_an_inline_request_is_left_to_catch_up(tmp_path: Path) -> None:
+def test_an_append_inside_an_inline_request_is_left_to_catch_up(tmp_path: Path, monkeypatch) -> None:
     """An append on the loop while an inline handler runs does not wake the task (the
     after-requests hook follows before the next read); catch_up dispatches it and re-arms the
     sleeping task, so a later append from another thread still wakes it at once."""
+    monkeypatch.setattr(broker.dispatch_loop, "IDLE_SLEEP_S", 30.0)  # no safety-net round in between
     s = _store(tmp_path / "s")
     inside = [False]
 
@@ -208,7 +211,7 @@ def test_an_append_inside_an_inline_request_is_left_to_catch_up(tmp_path: Path) 
             assert s.reput_service._sleeping and loop._idle
             in_request()
             assert loop.deferred_wakes == 1 and not loop._event.is_set()
-            await trio.sleep(0.005)  # well inside the 50 ms safety net: the task slept on
+            await trio.testing.wait_all_tasks_blocked()  # the task had its chance: it slept on
             assert s.get_max_offset_in_queue("T", 0) == 0
             loop.catch_up()
             assert s.get_max_offset_in_queue("T", 0) == 1
@@ -232,9 +235,10 @@ def test_an_append_inside_an_inline_request_is_left_to_catch_up(tmp_path: Path) 
     _with_loop(s, body, hook_follows=lambda: inside[0])
 
 
-def test_a_deferred_wake_with_a_thread_append_before_catch_up_loses_nothing(tmp_path: Path) -> None:
+def test_a_deferred_wake_with_a_thread_append_before_catch_up_loses_nothing(tmp_path: Path, monkeypatch) -> None:
     """Between a deferred wake and catch_up the store does not think the task sleeps, so an
     append from another thread does not wake it; catch_up's round takes that record too."""
+    monkeypatch.setattr(broker.dispatch_loop, "IDLE_SLEEP_S", 30.0)
     s = _store(tmp_path / "s")
     inside = [False]
 

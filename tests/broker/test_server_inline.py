@@ -217,9 +217,10 @@ def test_after_requests_hook_follows_every_read_and_every_request_task():
         assert fx.flag_in_handler == [True, True] and set(fx.flag_in_hook) == {False}
         before = fx.hook_calls
         await c.send(make_request(ASYNC_SLOW, opaque=3))
-        await trio.sleep(0.05)
-        after_read = fx.hook_calls  # the read that started the task
-        assert after_read > before
+        with trio.fail_after(5):
+            while fx.hook_calls <= before:  # the read that started the task (its answer waits)
+                await trio.sleep(0.001)
+        after_read = fx.hook_calls
         fx.release.set()
         assert (await c.recv()).opaque == 3
         with trio.fail_after(5):
