@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -69,8 +68,7 @@ def test_a_missing_figure_is_a_dash_not_a_crash(bench) -> None:
     assert _row(out, "consume TPS")[1:] == ["0", "0", "-"]
 
 
-def test_rounds_below_one_is_refused_on_the_command_line() -> None:
-    bench_script = Path(__file__).resolve().parents[2] / "scripts" / "bench"
-    r = subprocess.run([sys.executable, str(bench_script), "--compare", "--rounds", "0"], capture_output=True, text=True,
+def test_rounds_below_one_is_refused_on_the_command_line(bench) -> None:
+    r = subprocess.run([sys.executable, bench.__file__, "--compare", "--rounds", "0"], capture_output=True, text=True,
                        timeout=30)
     assert r.returncode == 2 and "--rounds must be at least 1" in r.stderr
