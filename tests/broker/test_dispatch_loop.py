@@ -88,8 +88,9 @@ def test_a_backlog_is_dispatched_in_bounded_rounds_between_other_tasks(tmp_path:
             nursery.cancel_scope.cancel()
         assert loop.rounds >= 1000 // 64
         # the other task ran between rounds (trio may run the two in either order within a
-        # scheduling batch, so it sees at least every other step of the backlog shrinking)
-        assert len(progress) >= loop.rounds and len(set(progress)) >= 1000 // 64 // 2
+        # scheduling batch, so it sees at least every other step of the backlog shrinking; the
+        # body may cancel it in the batch of the last round, before it looks once more)
+        assert len(progress) >= loop.rounds - 1 and len(set(progress)) >= 1000 // 64 // 2
 
     _with_loop(s, body)
     s2 = _store(tmp_path / "s")
