@@ -1,5 +1,5 @@
-"""`python -m broker` = the `rmqd` command."""
+"""`python -m rmqd.broker` = the `rmqd` command."""
 
-from broker.cli import main
+from rmqd.broker.cli import main
 
 raise SystemExit(main())

@@ -27,11 +27,11 @@ from typing import Any
 import trio
 import yaml
 
-from broker.config import ConfigError
-from processors.acl import (AclError, AclState, address_matcher, build_account, check_request,
+from rmqd.broker.config import ConfigError
+from rmqd.processors.acl import (AclError, AclState, address_matcher, build_account, check_request,
                              check_resource_perms)
-from wire.codes import ResponseCode
-from wire.frame import RemotingCommand, make_response
+from rmqd.wire.codes import ResponseCode
+from rmqd.wire.frame import RemotingCommand, make_response
 
 log = logging.getLogger("rmqd.acl")
 

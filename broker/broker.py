@@ -24,47 +24,47 @@ from typing import Any
 
 import trio
 
-from broker.acl_config import AclService
-from broker.config import BrokerSettings, ConfigError
-from broker.dispatch_loop import LoopDispatch
-from broker.ha_master import HAMasterService
-from broker.ha_slave import HAClient
-from broker.slave_sync import SlaveSynchronize, get_all_delay_offset
-from broker.remoting_client import BrokerOuterAPI, RemotingClient
-from broker.server import RemotingServer
-from broker.tls import TlsAcceptor, TlsConfig, client_stream_wrapper
-from processors.acl_admin import AclAdminProcessor
-from processors.admin import AdminBrokerProcessor
-from processors.client_manager import (
+from rmqd.broker.acl_config import AclService
+from rmqd.broker.config import BrokerSettings, ConfigError
+from rmqd.broker.dispatch_loop import LoopDispatch
+from rmqd.broker.ha_master import HAMasterService
+from rmqd.broker.ha_slave import HAClient
+from rmqd.broker.slave_sync import SlaveSynchronize, get_all_delay_offset
+from rmqd.broker.remoting_client import BrokerOuterAPI, RemotingClient
+from rmqd.broker.server import RemotingServer
+from rmqd.broker.tls import TlsAcceptor, TlsConfig, client_stream_wrapper
+from rmqd.processors.acl_admin import AclAdminProcessor
+from rmqd.processors.admin import AdminBrokerProcessor
+from rmqd.processors.client_manager import (
     HOUSEKEEPING_INTERVAL_S, ClientManageProcessor, ConsumerIdsChangeNotifier, ConsumerManager, ProducerManager,
     scan_exception_channels,
 )
-from processors.common import (
+from rmqd.processors.common import (
     PERM_READ, PERM_WRITE, RMQ_SYS_OFFSET_MOVED_EVENT, RMQ_SYS_TRANS_HALF_TOPIC, java_hashmap_order,
 )
-from processors.consumer import ConsumerManageProcessor
-from processors.consumer_filter import ConsumerFilterManager, check_expression
-from processors.lock import LockProcessor, RebalanceLockManager
-from processors.pull import PullMessageProcessor, PullRequestHoldService
-from processors.query import QueryMessageProcessor
-from processors.retry import ConsumerSendMsgBackProcessor
-from processors.send import SendMessageProcessor
-from processors.transaction import (
+from rmqd.processors.consumer import ConsumerManageProcessor
+from rmqd.processors.consumer_filter import ConsumerFilterManager, check_expression
+from rmqd.processors.lock import LockProcessor, RebalanceLockManager
+from rmqd.processors.pull import PullMessageProcessor, PullRequestHoldService
+from rmqd.processors.query import QueryMessageProcessor
+from rmqd.processors.retry import ConsumerSendMsgBackProcessor
+from rmqd.processors.send import SendMessageProcessor
+from rmqd.processors.transaction import (
     EndTransactionProcessor, TransactionalMessageCheckService, TransactionalMessageService,
 )
-from store.commitlog import MessageExtBatch, MessageExtBrokerInner, PutMessageResult
-from store.config_files import config_refusal
-from store.consumer_offset import ConsumerOffsetManager
-from store.delay_offset import DelayOffsetManager
-from store.errors import StoreConfigError
-from store.message_store import DefaultMessageStore
-from store.schedule import ScheduleMessageService, TimerProgress
-from store.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
-from store.topic_config import TopicBrokerSettings, TopicConfigManager
-from wire import fastjson
-from wire.codes import RequestCode
-from wire.bodies import TopicConfig, TopicFilterType
-from wire.message import MessageConst, MessageSysFlag, encode_properties, ip_to_bytes
+from rmqd.store.commitlog import MessageExtBatch, MessageExtBrokerInner, PutMessageResult
+from rmqd.store.config_files import config_refusal
+from rmqd.store.consumer_offset import ConsumerOffsetManager
+from rmqd.store.delay_offset import DelayOffsetManager
+from rmqd.store.errors import StoreConfigError
+from rmqd.store.message_store import DefaultMessageStore
+from rmqd.store.schedule import ScheduleMessageService, TimerProgress
+from rmqd.store.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
+from rmqd.store.topic_config import TopicBrokerSettings, TopicConfigManager
+from rmqd.wire import fastjson
+from rmqd.wire.codes import RequestCode
+from rmqd.wire.bodies import TopicConfig, TopicFilterType
+from rmqd.wire.message import MessageConst, MessageSysFlag, encode_properties, ip_to_bytes
 
 log = logging.getLogger("rmqd.broker")
 

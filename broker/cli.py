@@ -18,10 +18,10 @@ from typing import Any, Callable, Sequence
 
 import trio
 
-from broker.config import ConfigError, load_broker_settings
-from broker.remoting_client import parse_addr
-from store.errors import StoreConfigError
-from wire.errors import WireError
+from rmqd.broker.config import ConfigError, load_broker_settings
+from rmqd.broker.remoting_client import parse_addr
+from rmqd.store.errors import StoreConfigError
+from rmqd.wire.errors import WireError
 
 log = logging.getLogger("rmqd")
 
@@ -84,8 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("spark", help="verify or export a store with PySpark (needs the spark extra)",
                         add_help=False)
-    sp.add_argument("spark_command", metavar="SPARK_COMMAND", nargs="?", choices=("verify", "export"),
-                    help="verify STORE [--against OTHER] [--master URL] | export STORE OUT --format parquet")
+    sp.add_argument("spark_command", metavar="SPARK_COMMAND", nargs="?", choices=("verify", "export", "package"),
+                    help="verify STORE [--against OTHER] [--master URL] | export STORE OUT --format parquet"
+                         " | package OUT.zip (for spark-submit --py-files)")
     sp.add_argument("spark_args", nargs=argparse.REMAINDER)
     return parser
 
@@ -128,8 +129,8 @@ def _prepare_store(path: str) -> str:
 
 
 def _namesrv_config(args: argparse.Namespace, port: int | None) -> Any:
-    from broker.config import read_properties_file
-    from processors.namesrv import NamesrvConfig
+    from rmqd.broker.config import read_properties_file
+    from rmqd.processors.namesrv import NamesrvConfig
 
     config = NamesrvConfig()
     if getattr(args, "config", None) and args.command == "namesrv":
@@ -166,7 +167,7 @@ def _broker_settings(args: argparse.Namespace, *, store: str | None, port: int |
 
 
 def _conf_keys(path: str) -> set[str]:
-    from broker.config import read_properties_file
+    from rmqd.broker.config import read_properties_file
 
     return set(read_properties_file(path))
 
@@ -192,7 +193,7 @@ def _ready(line: str) -> None:
 
 
 async def _run_namesrv(args: argparse.Namespace) -> int:
-    from broker.namesrv import NamesrvRole
+    from rmqd.broker.namesrv import NamesrvRole
 
     config = _namesrv_config(args, args.port)
     role = NamesrvRole(config, host=args.host)
@@ -206,7 +207,7 @@ async def _run_namesrv(args: argparse.Namespace) -> int:
 
 
 async def _run_broker(args: argparse.Namespace) -> int:
-    from broker.broker import BrokerRole
+    from rmqd.broker.broker import BrokerRole
 
     settings = _broker_settings(args, store=args.store, port=args.port, host=args.host, namesrv_addr=args.namesrv_addr)
     if not settings.broker.namesrvAddr:
@@ -224,8 +225,8 @@ async def _run_broker(args: argparse.Namespace) -> int:
 
 
 async def _run_serve(args: argparse.Namespace) -> int:
-    from broker.broker import BrokerRole
-    from broker.namesrv import NamesrvRole
+    from rmqd.broker.broker import BrokerRole
+    from rmqd.broker.namesrv import NamesrvRole
 
     host = args.host or "0.0.0.0"
     ns_port = args.namesrv_port if args.namesrv_port is not None else 9876
@@ -269,7 +270,7 @@ def _run_store(args: argparse.Namespace) -> int:
     if not store_dir.is_dir():
         raise CliError(f"store {store_dir} does not exist or is not a directory")
     try:
-        from store import tools
+        from rmqd.store import tools
     except ImportError as exc:
         raise CliError(f"store tools are not available: {exc}") from None
     if args.store_command == "verify":
@@ -304,9 +305,9 @@ def _run_store(args: argparse.Namespace) -> int:
 
 
 def _run_repair_config(args: argparse.Namespace) -> int:
-    from store.errors import StoreLockError
-    from store.repair import repair_config
-    from store.topic_config import TopicBrokerSettings
+    from rmqd.store.errors import StoreLockError
+    from rmqd.store.repair import repair_config
+    from rmqd.store.topic_config import TopicBrokerSettings
 
     settings = load_broker_settings(args.config) if args.config else None
     given = args.store_dir or args.store_opt
@@ -345,9 +346,12 @@ def _progress_bar() -> Callable[[int, int], None]:
 
 def _run_spark(args: argparse.Namespace) -> int:
     if args.spark_command is None:
-        raise CliError("spark needs a sub-command: verify or export")
+        raise CliError("spark needs a sub-command: verify, export or package")
+    if args.spark_command == "package":  # plain zipfile work: no Spark needed
+        from rmqd.spark.package import package_main
+        return package_main(list(args.spark_args))
     try:
-        from spark import cli as spark_cli
+        from rmqd.spark import cli as spark_cli
     except ImportError as exc:
         raise CliError(f"spark tools need the spark extra (pip install 'rmqd[spark]'): {exc}") from None
     entry = spark_cli.verify_main if args.spark_command == "verify" else spark_cli.export_main

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from store.config import ConfigValueError, MessageStoreConfig, apply_properties
-from wire.bodies import PERM_READ, PERM_WRITE, format_properties, parse_properties
+from rmqd.store.config import ConfigValueError, MessageStoreConfig, apply_properties
+from rmqd.wire.bodies import PERM_READ, PERM_WRITE, format_properties, parse_properties
 
 _CPUS = os.cpu_count() or 1
 

@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 import trio
 
-from store.dispatch import IDLE_SLEEP_S, POLL_INTERVAL_S, ReputMessageService
+from rmqd.store.dispatch import IDLE_SLEEP_S, POLL_INTERVAL_S, ReputMessageService
 
 #: Records per round on the event loop (each costs ~10-20 us of Python): a backlog yields to
 #: the connections every ~1 ms.

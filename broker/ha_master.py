@@ -24,8 +24,8 @@ from typing import Any
 
 import trio
 
-from store.ha_append import master_start_offset, read_commit_log
-from wire.ha import HAProtocolError, ReportReader, encode_transfer_header
+from rmqd.store.ha_append import master_start_offset, read_commit_log
+from rmqd.wire.ha import HAProtocolError, ReportReader, encode_transfer_header
 
 log = logging.getLogger("rmqd.ha.master")
 

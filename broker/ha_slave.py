@@ -22,8 +22,8 @@ from typing import Any
 
 import trio
 
-from store.ha_append import HAAppendError, SlaveReceiver
-from wire.ha import HAProtocolError, TransferReader, encode_report
+from rmqd.store.ha_append import HAAppendError, SlaveReceiver
+from rmqd.wire.ha import HAProtocolError, TransferReader, encode_report
 
 log = logging.getLogger("rmqd.ha.slave")
 

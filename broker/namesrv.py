@@ -10,9 +10,9 @@ import logging
 
 import trio
 
-from broker.server import RemotingServer
-from broker.tls import TlsAcceptor, TlsConfig
-from processors.namesrv import NamesrvConfig, NamesrvProcessor
+from rmqd.broker.server import RemotingServer
+from rmqd.broker.tls import TlsAcceptor, TlsConfig
+from rmqd.processors.namesrv import NamesrvConfig, NamesrvProcessor
 
 log = logging.getLogger("rmqd.namesrv")
 

@@ -14,11 +14,11 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
-from broker.server import (Channel, Dispatcher, RemotingConnectError, RemotingError, RemotingSendRequestError,
+from rmqd.broker.server import (Channel, Dispatcher, RemotingConnectError, RemotingError, RemotingSendRequestError,
                            RemotingTimeoutError)
-from wire.bodies import KVTable, RegisterBrokerBody, RegisterBrokerResult, TopicConfigSerializeWrapper
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand, make_request
+from rmqd.wire.bodies import KVTable, RegisterBrokerBody, RegisterBrokerResult, TopicConfigSerializeWrapper
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand, make_request
 
 log = logging.getLogger("rmqd.remoting_client")
 

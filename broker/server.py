@@ -25,9 +25,9 @@ from typing import Any, Awaitable, Callable, Iterable, Sequence
 
 import trio
 
-from wire.codes import ResponseCode
-from wire.errors import WireError
-from wire.frame import (RPC_ONEWAY, RPC_TYPE_RESPONSE, FrameDecoder, RemotingCommand, encode_frame,
+from rmqd.wire.codes import ResponseCode
+from rmqd.wire.errors import WireError
+from rmqd.wire.frame import (RPC_ONEWAY, RPC_TYPE_RESPONSE, FrameDecoder, RemotingCommand, encode_frame,
                         encode_frame_parts, make_response)
 
 log = logging.getLogger("rmqd.server")

@@ -22,11 +22,11 @@ from typing import Any
 
 import trio
 
-from broker.remoting_client import RemotingClient
-from store.config_files import config_path, string_to_file
-from wire import fastjson
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand, make_request, make_response
+from rmqd.broker.remoting_client import RemotingClient
+from rmqd.store.config_files import config_path, string_to_file
+from rmqd.wire import fastjson
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand, make_request, make_response
 
 log = logging.getLogger("rmqd.ha.sync")
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import trio
 
-from broker.config import ConfigError, read_properties_file
+from rmqd.broker.config import ConfigError, read_properties_file
 
 log = logging.getLogger("rmqd.tls")
 

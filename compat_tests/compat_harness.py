@@ -141,7 +141,7 @@ def rmqd_command() -> list[str]:
     exe = Path(sys.executable).with_name("rmqd")
     if exe.exists():
         return [str(exe)]
-    return [sys.executable, "-m", "broker"]
+    return [sys.executable, "-m", "rmqd"]
 
 
 @dataclass

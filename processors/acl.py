@@ -22,12 +22,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from wire.acl import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, calc_signature, combine_request_content
-from wire.bodies import HeartbeatData
-from wire.codes import RequestCode
-from wire.errors import WireError
-from wire.frame import RemotingCommand
-from wire.javamap import java_hashmap_key_order
+from rmqd.wire.acl import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, calc_signature, combine_request_content
+from rmqd.wire.bodies import HeartbeatData
+from rmqd.wire.codes import RequestCode
+from rmqd.wire.errors import WireError
+from rmqd.wire.frame import RemotingCommand
+from rmqd.wire.javamap import java_hashmap_key_order
 
 # Permission (4.9.8 acl.common.Permission)
 DENY = 1

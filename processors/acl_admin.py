@@ -18,11 +18,11 @@ from typing import Any, Protocol
 
 import trio
 
-from processors.acl import AclError
-from wire import fastjson
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand, make_response
-from wire.javamap import java_hashmap_order
+from rmqd.processors.acl import AclError
+from rmqd.wire import fastjson
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand, make_response
+from rmqd.wire.javamap import java_hashmap_order
 
 log = logging.getLogger("rmqd.acl")
 

@@ -12,15 +12,15 @@ import math
 import shutil
 from typing import Any
 
-from processors.common import (
+from rmqd.processors.common import (
     is_system_topic, java_hashmap_order, system_topic_remark, validate_group, validate_topic, SYSTEM_TOPIC_SET,
 )
-from processors.names import guard_names
-from store.errors import StoreBusyError
-from wire import fastjson
-from wire.codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode, version_desc
-from wire.errors import WireError
-from wire.frame import RemotingCommand, make_response
+from rmqd.processors.names import guard_names
+from rmqd.store.errors import StoreBusyError
+from rmqd.wire import fastjson
+from rmqd.wire.codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode, version_desc
+from rmqd.wire.errors import WireError
+from rmqd.wire.frame import RemotingCommand, make_response
 
 log = logging.getLogger("rmqd.admin")
 
@@ -59,7 +59,7 @@ class AdminBrokerProcessor:
         return None if remark is None else make_response(request, ResponseCode.SYSTEM_ERROR, remark)
 
     async def update_and_create_topic(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.headers import CreateTopicRequestHeader
+        from rmqd.wire.headers import CreateTopicRequestHeader
 
         h = CreateTopicRequestHeader.from_ext(request.ext_fields)
         refused = self._check_topic_change(request, h.topic)
@@ -74,7 +74,7 @@ class AdminBrokerProcessor:
         return make_response(request, ResponseCode.SUCCESS)
 
     async def delete_topic(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.headers import DeleteTopicRequestHeader
+        from rmqd.wire.headers import DeleteTopicRequestHeader
 
         h = DeleteTopicRequestHeader.from_ext(request.ext_fields)
         refused = self._check_topic_change(request, h.topic)
@@ -94,13 +94,13 @@ class AdminBrokerProcessor:
         return make_response(request, ResponseCode.SUCCESS, None, ext_fields={}, body=content.encode("utf-8"))
 
     async def get_system_topic_list_from_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.bodies import TopicList
+        from rmqd.wire.bodies import TopicList
 
         return _ok(request, TopicList(topicList=sorted(SYSTEM_TOPIC_SET)).encode())
 
     async def get_topic_stats_info(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.bodies import MessageQueue, TopicOffset, TopicStatsTable
-        from wire.headers import GetTopicStatsInfoRequestHeader
+        from rmqd.wire.bodies import MessageQueue, TopicOffset, TopicStatsTable
+        from rmqd.wire.headers import GetTopicStatsInfoRequestHeader
 
         b = self.broker
         h = GetTopicStatsInfoRequestHeader.from_ext(request.ext_fields)
@@ -118,8 +118,8 @@ class AdminBrokerProcessor:
 
     # -- consumers / producers -------------------------------------------------------------------
     async def get_consume_stats(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.bodies import ConsumeStats, MessageQueue, OffsetWrapper
-        from wire.headers import GetConsumeStatsRequestHeader
+        from rmqd.wire.bodies import ConsumeStats, MessageQueue, OffsetWrapper
+        from rmqd.wire.headers import GetConsumeStatsRequestHeader
 
         b = self.broker
         h = GetConsumeStatsRequestHeader.from_ext(request.ext_fields)
@@ -150,8 +150,8 @@ class AdminBrokerProcessor:
         return _ok(request, stats.encode())
 
     async def get_consumer_connection_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.bodies import Connection, ConsumerConnection
-        from wire.headers import GetConsumerConnectionListRequestHeader
+        from rmqd.wire.bodies import Connection, ConsumerConnection
+        from rmqd.wire.headers import GetConsumerConnectionListRequestHeader
 
         b = self.broker
         h = GetConsumerConnectionListRequestHeader.from_ext(request.ext_fields)
@@ -170,8 +170,8 @@ class AdminBrokerProcessor:
         return _ok(request, body.encode())
 
     async def get_producer_connection_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.bodies import Connection
-        from wire.headers import GetProducerConnectionListRequestHeader
+        from rmqd.wire.bodies import Connection
+        from rmqd.wire.headers import GetProducerConnectionListRequestHeader
 
         b = self.broker
         h = GetProducerConnectionListRequestHeader.from_ext(request.ext_fields)
@@ -185,7 +185,7 @@ class AdminBrokerProcessor:
         return _ok(request, fastjson.dumps({"connectionSet": conns}).encode("utf-8"))
 
     async def query_topic_consume_by_who(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.headers import QueryTopicConsumeByWhoRequestHeader
+        from rmqd.wire.headers import QueryTopicConsumeByWhoRequestHeader
 
         b = self.broker
         h = QueryTopicConsumeByWhoRequestHeader.from_ext(request.ext_fields)
@@ -213,7 +213,7 @@ class AdminBrokerProcessor:
         return _ok(request)
 
     async def delete_subscription_group(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.headers import DeleteSubscriptionGroupRequestHeader
+        from rmqd.wire.headers import DeleteSubscriptionGroupRequestHeader
 
         b = self.broker
         if b.message_store_config.brokerRole == "SLAVE":
@@ -261,7 +261,7 @@ class AdminBrokerProcessor:
         return _ok(request)
 
     async def get_broker_runtime_info(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.bodies import KVTable
+        from rmqd.wire.bodies import KVTable
 
         return _ok(request, KVTable(table=self.runtime_info()).encode())
 
@@ -309,9 +309,9 @@ class AdminBrokerProcessor:
         the offsets by time for every write queue, sent oneway (RESET_CONSUMER_CLIENT_OFFSET) to
         each online consumer of the group, which then commits them itself; the same table in
         the answer. A C++ requester gets the list form (ResetOffsetBodyForC)."""
-        from wire.bodies import MessageQueue, ResetOffsetBody, ResetOffsetBodyForC
-        from wire.codes import MQVersion
-        from wire.headers import ResetOffsetRequestHeader
+        from rmqd.wire.bodies import MessageQueue, ResetOffsetBody, ResetOffsetBodyForC
+        from rmqd.wire.codes import MQVersion
+        from rmqd.wire.headers import ResetOffsetRequestHeader
 
         b = self.broker
         h = ResetOffsetRequestHeader.from_ext(request.ext_fields)
@@ -402,7 +402,7 @@ def subscription_group_body_error(body: bytes) -> str | None:
     4.9.8 decodes the body with fastjson and puts whatever comes out in its table (a body
     without groupName becomes a null key that breaks every later save); rmqd refuses such a
     body and leaves the table and subscriptionGroup.json as they were."""
-    from wire.bodies import as_bool, as_int
+    from rmqd.wire.bodies import as_bool, as_int
 
     if not body:
         return "the subscription group config body is missing"

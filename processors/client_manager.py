@@ -26,10 +26,10 @@ from typing import Any, Callable, Iterable, Protocol
 
 import trio
 
-from processors.common import build_topic_sys_flag, retry_topic
-from processors.names import guard_names
-from wire.codes import LanguageCode, RequestCode, ResponseCode
-from wire.frame import RemotingCommand, make_response
+from rmqd.processors.common import build_topic_sys_flag, retry_topic
+from rmqd.processors.names import guard_names
+from rmqd.wire.codes import LanguageCode, RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand, make_response
 
 log = logging.getLogger("rmqd.client_manager")
 
@@ -370,7 +370,7 @@ class ClientManageProcessor:
         self.broker = broker
 
     async def heart_beat(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.bodies import HeartbeatData
+        from rmqd.wire.bodies import HeartbeatData
 
         b = self.broker
         heartbeat = HeartbeatData.decode(bytes(request.body or b"{}"))
@@ -392,7 +392,7 @@ class ClientManageProcessor:
         return make_response(request, ResponseCode.SUCCESS)
 
     async def unregister_client(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.headers import UnregisterClientRequestHeader
+        from rmqd.wire.headers import UnregisterClientRequestHeader
 
         b = self.broker
         header = UnregisterClientRequestHeader.from_ext(request.ext_fields)
@@ -406,7 +406,7 @@ class ClientManageProcessor:
         return make_response(request, ResponseCode.SUCCESS, ext_fields={})
 
     async def check_client_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.bodies import CheckClientRequestBody
+        from rmqd.wire.bodies import CheckClientRequestBody
 
         body = CheckClientRequestBody.decode(bytes(request.body)) if request.body else None
         sub = getattr(body, "subscriptionData", None) if body is not None else None

@@ -13,14 +13,14 @@ from __future__ import annotations
 from typing import Iterable, TypeVar
 
 # TopicValidator's topic names: declared once in store.topic_config (re-exported here)
-from store.topic_config import (  # noqa: F401
+from rmqd.store.topic_config import (  # noqa: F401
     AUTO_CREATE_TOPIC_KEY_TOPIC, RMQ_SYS_BENCHMARK_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT, RMQ_SYS_SCHEDULE_TOPIC,
     RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_TRACE_TOPIC, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC,
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
 )
 # Java HashMap order lives in wire.javamap (one implementation; permutations cached there)
-from wire.javamap import hashmap_capacity, java_hashmap_key_order, java_hashmap_order  # noqa: F401 (re-exported)
-from wire import names as _names
+from rmqd.wire.javamap import hashmap_capacity, java_hashmap_key_order, java_hashmap_order  # noqa: F401 (re-exported)
+from rmqd.wire import names as _names
 
 V = TypeVar("V")
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from processors.common import java_hashmap_order
-from processors.names import guard_names
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand, make_response
+from rmqd.processors.common import java_hashmap_order
+from rmqd.processors.names import guard_names
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand, make_response
 
 
 def total_physical_memory() -> int:
@@ -35,8 +35,8 @@ class ConsumerManageProcessor:
         self.broker = broker
 
     async def get_consumer_list_by_group(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.bodies import ConsumerListByGroupResponseBody
-        from wire.headers import GetConsumerListByGroupRequestHeader
+        from rmqd.wire.bodies import ConsumerListByGroupResponseBody
+        from rmqd.wire.headers import GetConsumerListByGroupRequestHeader
 
         h = GetConsumerListByGroupRequestHeader.from_ext(request.ext_fields)
         info = self.broker.consumer_manager.get_consumer_group_info(h.consumerGroup)
@@ -48,7 +48,7 @@ class ConsumerManageProcessor:
                              ext_fields={})
 
     async def update_consumer_offset(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.headers import UpdateConsumerOffsetRequestHeader
+        from rmqd.wire.headers import UpdateConsumerOffsetRequestHeader
 
         h = UpdateConsumerOffsetRequestHeader.from_ext(request.ext_fields)
         self.broker.consumer_offset_manager.commit_offset(ctx.channel.remote_addr, h.consumerGroup, h.topic,
@@ -56,7 +56,7 @@ class ConsumerManageProcessor:
         return _ok(request)
 
     async def query_consumer_offset(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.headers import QueryConsumerOffsetRequestHeader
+        from rmqd.wire.headers import QueryConsumerOffsetRequestHeader
 
         b = self.broker
         h = QueryConsumerOffsetRequestHeader.from_ext(request.ext_fields)
@@ -82,26 +82,26 @@ class ConsumerManageProcessor:
         return store.get_max_phy_offset() - phy > memory
 
     async def get_max_offset(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.headers import GetMaxOffsetRequestHeader
+        from rmqd.wire.headers import GetMaxOffsetRequestHeader
 
         h = GetMaxOffsetRequestHeader.from_ext(request.ext_fields)
         return _ok(request, {"offset": str(self.broker.store.get_max_offset_in_queue(h.topic, int(h.queueId)))})
 
     async def get_min_offset(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.headers import GetMinOffsetRequestHeader
+        from rmqd.wire.headers import GetMinOffsetRequestHeader
 
         h = GetMinOffsetRequestHeader.from_ext(request.ext_fields)
         return _ok(request, {"offset": str(self.broker.store.get_min_offset_in_queue(h.topic, int(h.queueId)))})
 
     async def get_earliest_msg_storetime(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.headers import GetEarliestMsgStoretimeRequestHeader
+        from rmqd.wire.headers import GetEarliestMsgStoretimeRequestHeader
 
         h = GetEarliestMsgStoretimeRequestHeader.from_ext(request.ext_fields)
         ts = self.broker.store.get_earliest_message_time(h.topic, int(h.queueId))
         return _ok(request, {"timestamp": str(ts)})
 
     async def search_offset_by_timestamp(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from wire.headers import SearchOffsetRequestHeader
+        from rmqd.wire.headers import SearchOffsetRequestHeader
 
         h = SearchOffsetRequestHeader.from_ext(request.ext_fields)
         offset = self.broker.store.get_offset_in_queue_by_time(h.topic, int(h.queueId), int(h.timestamp))

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from processors.sql92 import SQL92, CompiledFilter, SQL92ParseError, compile_sql92, is_tag_type
+from rmqd.processors.sql92 import SQL92, CompiledFilter, SQL92ParseError, compile_sql92, is_tag_type
 
 __all__ = [
     "ConsumerFilterData",

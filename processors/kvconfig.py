@@ -10,9 +10,9 @@ import logging
 import os
 from pathlib import Path
 
-from wire import fastjson
-from wire.bodies import KVTable
-from wire.errors import WireError
+from rmqd.wire import fastjson
+from rmqd.wire.bodies import KVTable
+from rmqd.wire.errors import WireError
 
 log = logging.getLogger("rmqd.namesrv.kvconfig")
 

@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from processors.names import guard_names
-from wire.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue, UnlockBatchRequestBody
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand, make_response
+from rmqd.processors.names import guard_names
+from rmqd.wire.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue, UnlockBatchRequestBody
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand, make_response
 
 __all__ = ["RebalanceLockManager", "LockProcessor", "REBALANCE_LOCK_MAX_LIVE_TIME"]
 

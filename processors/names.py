@@ -25,11 +25,11 @@ import dataclasses
 import inspect
 from typing import Any, Callable, Mapping
 
-from wire.bodies import CheckClientRequestBody, HeartbeatData, LockBatchRequestBody
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand, make_response
-from wire.headers import REQUEST_HEADERS
-from wire.names import consumer_group_remark, group_remark, java_is_blank, topic_remark
+from rmqd.wire.bodies import CheckClientRequestBody, HeartbeatData, LockBatchRequestBody
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand, make_response
+from rmqd.wire.headers import REQUEST_HEADERS
+from rmqd.wire.names import consumer_group_remark, group_remark, java_is_blank, topic_remark
 
 #: A check of one request: None when its names are valid, else the remark.
 NameCheck = Callable[[RemotingCommand], "str | None"]

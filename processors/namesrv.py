@@ -14,19 +14,19 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from processors.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
-from processors.route_info import RouteInfoManager
-from wire.bodies import (DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper, as_bool, as_int,
+from rmqd.processors.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
+from rmqd.processors.route_info import RouteInfoManager
+from rmqd.wire.bodies import (DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper, as_bool, as_int,
                          format_properties, parse_properties)
-from wire.codes import RequestCode, ResponseCode
-from wire.headers import (AddWritePermOfBrokerRequestHeader, AddWritePermOfBrokerResponseHeader,
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.headers import (AddWritePermOfBrokerRequestHeader, AddWritePermOfBrokerResponseHeader,
                           DeleteKVConfigRequestHeader, DeleteTopicFromNamesrvRequestHeader, GetKVConfigRequestHeader,
                           GetKVConfigResponseHeader, GetKVListByNamespaceRequestHeader, GetRouteInfoRequestHeader,
                           GetTopicsByClusterRequestHeader, PutKVConfigRequestHeader, QueryDataVersionRequestHeader,
                           QueryDataVersionResponseHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
                           UnRegisterBrokerRequestHeader, WipeWritePermOfBrokerRequestHeader,
                           WipeWritePermOfBrokerResponseHeader)
-from wire.frame import RemotingCommand, make_response
+from rmqd.wire.frame import RemotingCommand, make_response
 
 log = logging.getLogger("rmqd.namesrv")
 

@@ -24,14 +24,14 @@ from typing import Any, Awaitable, Callable, Mapping
 
 import trio
 
-from processors.client_manager import SUB_ALL, enum_name, is_tag_type
-from processors.consumer_filter import build_filter_data, registered_filter
-from processors.common import MASTER_ID, java_hashmap_order, perm_readable, suggest_todo
-from processors.names import guard_names
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand, make_response
-from wire.headers import PullMessageRequestHeader
-from wire.message import java_string_hash
+from rmqd.processors.client_manager import SUB_ALL, enum_name, is_tag_type
+from rmqd.processors.consumer_filter import build_filter_data, registered_filter
+from rmqd.processors.common import MASTER_ID, java_hashmap_order, perm_readable, suggest_todo
+from rmqd.processors.names import guard_names
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand, make_response
+from rmqd.wire.headers import PullMessageRequestHeader
+from rmqd.wire.message import java_string_hash
 
 log = logging.getLogger("rmqd.pull")
 
@@ -131,7 +131,7 @@ class ExpressionMessageFilter:
         if self.property_matcher is None:
             return True
         if properties is None and msg_buffer is not None:
-            from wire.message import decode_record
+            from rmqd.wire.message import decode_record
             properties = decode_record(msg_buffer, 0).properties
         return bool(self.property_matcher(properties or {}))
 

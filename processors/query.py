@@ -19,12 +19,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from processors.common import java_hashmap_order
-from processors.names import guard_names
-from wire.codes import MQVersion, RequestCode, ResponseCode
-from wire.frame import RemotingCommand, make_response
-from wire.headers import ConsumeMessageDirectlyResultRequestHeader, QueryMessageRequestHeader, ViewMessageRequestHeader
-from wire.message import parse_offset_msg_id
+from rmqd.processors.common import java_hashmap_order
+from rmqd.processors.names import guard_names
+from rmqd.wire.codes import MQVersion, RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand, make_response
+from rmqd.wire.headers import ConsumeMessageDirectlyResultRequestHeader, QueryMessageRequestHeader, ViewMessageRequestHeader
+from rmqd.wire.message import parse_offset_msg_id
 
 log = logging.getLogger("rmqd.query")
 

@@ -20,16 +20,16 @@ import logging
 import random
 from typing import Any
 
-from processors.common import (
+from rmqd.processors.common import (
     PERM_READ, PERM_WRITE, build_topic_sys_flag, dlq_topic, java_hashmap_order, perm_writeable, retry_topic,
     suggest_todo,
 )
-from processors.names import guard_names
-from store.commitlog import MessageExtBrokerInner
-from wire.codes import MQVersion, RequestCode, ResponseCode
-from wire.frame import RemotingCommand, make_response
-from wire.headers import ConsumerSendMsgBackRequestHeader
-from wire.message import MessageConst, encode_properties
+from rmqd.processors.names import guard_names
+from rmqd.store.commitlog import MessageExtBrokerInner
+from rmqd.wire.codes import MQVersion, RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand, make_response
+from rmqd.wire.headers import ConsumerSendMsgBackRequestHeader
+from rmqd.wire.message import MessageConst, encode_properties
 
 log = logging.getLogger("rmqd.retry")
 

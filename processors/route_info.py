@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from wire.bodies import (PERM_READ, PERM_WRITE, BrokerData, ClusterInfo, DataVersion, QueueData, RegisterBrokerResult,
+from rmqd.wire.bodies import (PERM_READ, PERM_WRITE, BrokerData, ClusterInfo, DataVersion, QueueData, RegisterBrokerResult,
                          TopicConfig, TopicConfigSerializeWrapper, TopicList, TopicRouteData)
 
 log = logging.getLogger("rmqd.namesrv.route")

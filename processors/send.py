@@ -23,17 +23,17 @@ from typing import Any, Awaitable
 
 import trio
 
-from processors.common import (
+from rmqd.processors.common import (
     AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_READ, PERM_WRITE, build_topic_sys_flag, dlq_topic, java_hashmap_key_order,
     java_hashmap_order, not_allowed_send_remark, perm_to_string, perm_writeable, suggest_todo, validate_group,
     validate_topic, NOT_ALLOWED_SEND_TOPIC_SET,
     RETRY_GROUP_TOPIC_PREFIX,
 )
-from store.schedule import apply_timer
-from wire.codes import MQVersion, RequestCode, ResponseCode
-from wire.frame import RemotingCommand, make_response
-from wire.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
-from wire.message import MessageSysFlag, decode_properties, encode_properties
+from rmqd.store.schedule import apply_timer
+from rmqd.wire.codes import MQVersion, RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand, make_response
+from rmqd.wire.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
+from rmqd.wire.message import MessageSysFlag, decode_properties, encode_properties
 
 log = logging.getLogger("rmqd.send")
 

@@ -37,17 +37,17 @@ from typing import Any
 
 import trio
 
-from processors.common import (
+from rmqd.processors.common import (
     PERM_READ, PERM_WRITE, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
     java_hashmap_order,
 )
-from processors.names import guard_names
-from processors.send import wait_flushed
-from store.commitlog import MessageExtBrokerInner
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand, make_response
-from wire.headers import EndTransactionRequestHeader
-from wire.message import MessageConst, MessageRecord, MessageSysFlag, encode_properties, encode_record
+from rmqd.processors.names import guard_names
+from rmqd.processors.send import wait_flushed
+from rmqd.store.commitlog import MessageExtBrokerInner
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand, make_response
+from rmqd.wire.headers import EndTransactionRequestHeader
+from rmqd.wire.message import MessageConst, MessageRecord, MessageSysFlag, encode_properties, encode_record
 
 log = logging.getLogger("rmqd.transaction")
 
@@ -190,7 +190,7 @@ class TransactionalMessageService:
             return _OpPull("OFFSET_ILLEGAL", offset)
         status = res.status.name
         if status == "FOUND":
-            from wire.message import decode_record
+            from rmqd.wire.message import decode_record
             return _OpPull("FOUND", res.next_begin_offset, [decode_record(b) for b in res.message_buffers])
         if status == "NO_MATCHED_MESSAGE":
             return _OpPull("NO_MATCHED_MSG", res.next_begin_offset)

@@ -41,9 +41,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from store.indexfile import IndexService  # noqa: E402
-from wire.javamap import java_string_hash  # noqa: E402
-from wire.message import BLANK_MAGIC_CODE, encode_record  # noqa: E402
+from rmqd.store.indexfile import IndexService  # noqa: E402
+from rmqd.wire.javamap import java_string_hash  # noqa: E402
+from rmqd.wire.message import BLANK_MAGIC_CODE, encode_record  # noqa: E402
 
 MiB = 1024 * 1024
 
@@ -101,7 +101,7 @@ def generate(root: Path, total: int, file_size: int, body_size: int = 1024, queu
 def write_consume_queues(root: Path, dispatched: list[tuple], file_size: int = 300_000 * 20) -> None:
     """ConsumeQueue files as dispatch writes them: 20-byte units (offset, size, tags code)."""
     import numpy as np
-    from store.consumequeue import CQ_STORE_UNIT_SIZE
+    from rmqd.store.consumequeue import CQ_STORE_UNIT_SIZE
     dt = np.dtype([("off", ">i8"), ("size", ">i4"), ("tags", ">i8")])
     per_file = file_size // CQ_STORE_UNIT_SIZE
     for q in sorted({r[1] for r in dispatched}):
@@ -156,7 +156,7 @@ def direct_read(root: Path) -> tuple[float, int] | None:
 
 
 def reader_scan(root: Path, **kw) -> tuple[float, int]:
-    from spark import scan
+    from rmqd.spark import scan
     rows = 0
     t = time.perf_counter()
     for sp in scan.plan_commitlog(root):
@@ -171,8 +171,8 @@ def reader_floor(root: Path, columns: list[str] | None) -> tuple[float, int]:
     costs (map, walk, heads); with body and crc_ok too, what any reader of every body and its CRC
     pays. Best of three, CPU s."""
     import pyarrow as pa
-    from spark.datasource import parse_options, plan_partitions, read_partition
-    from spark.schemas import ARROW_SCHEMAS
+    from rmqd.spark.datasource import parse_options, plan_partitions, read_partition
+    from rmqd.spark.schemas import ARROW_SCHEMAS
     full = ARROW_SCHEMAS["commitlog"]
     schema = full if columns is None else pa.schema([full.field(c) for c in columns])
     o = parse_options({"path": str(root)})
@@ -234,7 +234,7 @@ def _timed(action) -> tuple[float, dict[str, float]]:
 
 def spark_scan(spark, root: Path, schema: str | None = None, **opts) -> tuple[float, dict[str, float]]:
     """Every row of the commit log into Spark's noop sink."""
-    from spark.session import read
+    from rmqd.spark.session import read
     if schema is None:
         df = read(spark, root, "commitlog", **opts)
     else:
@@ -246,8 +246,8 @@ def spark_ceiling(spark, root: Path, messages: int, parts: int) -> tuple[float, 
     """Spark's own cost of a Python data source's rows: a source whose tasks yield one decoded
     batch of this store again and again (no decoding at all), as many rows as the store has."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-    from spark import scan
-    from spark.schemas import COMMITLOG_SCHEMA
+    from rmqd.spark import scan
+    from rmqd.spark.schemas import COMMITLOG_SCHEMA
     store = str(root)
 
     class ReplayReader(DataSourceReader):
@@ -280,7 +280,7 @@ def spark_ceiling(spark, root: Path, messages: int, parts: int) -> tuple[float, 
 def spark_verify(spark, root: Path, **opts) -> tuple[float, dict[str, float]]:
     """``rmqd spark verify`` of the whole store (record integrity with CRC, queues vs commit log,
     index vs commit log), in the already started session: the store must come out clean."""
-    from spark.verify import format_report, verify_store
+    from rmqd.spark.verify import format_report, verify_store
     out = []
     dt_cpu = _timed(lambda: out.append(verify_store(spark, str(root), options=opts)))
     report = out[0]
@@ -291,7 +291,7 @@ def spark_verify(spark, root: Path, **opts) -> tuple[float, dict[str, float]]:
 def spark_query(spark, root: Path, **opts) -> tuple[float, int]:
     """The aggregate of earlier tables (sort-based: it takes the max of a string column)."""
     from pyspark.sql import functions as F
-    from spark.session import read
+    from rmqd.spark.session import read
     df = read(spark, root, "commitlog", **opts)
     t = time.perf_counter()
     r = df.agg(F.count("*").alias("n"), F.sum("bodyLength"), F.max(F.length("body")), F.max("topic"),
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append((label, 1, dt, disk, r))
         spark_cpu = []
         if not a.no_spark:
-            from spark.session import get_session
+            from rmqd.spark.session import get_session
             split = str(max(32 * MiB, disk // (a.cores * 4)))
             parts = len(range(0, disk, int(split)))
             if a.only == "all":

@@ -15,9 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from store.commitlog import MessageExtBrokerInner  # noqa: E402
-from store.config import MessageStoreConfig  # noqa: E402
-from store.message_store import DefaultMessageStore  # noqa: E402
+from rmqd.store.commitlog import MessageExtBrokerInner  # noqa: E402
+from rmqd.store.config import MessageStoreConfig  # noqa: E402
+from rmqd.store.message_store import DefaultMessageStore  # noqa: E402
 
 BODY = os.urandom(1024)
 

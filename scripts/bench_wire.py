@@ -21,9 +21,9 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wire.codes import RequestCode, ResponseCode, SerializeType  # noqa: E402
-from wire.frame import RemotingCommand, decode_frame, encode_frame, encode_frame_parts, make_response  # noqa: E402
-from wire.headers import PullMessageResponseHeader, SendMessageRequestHeaderV2  # noqa: E402
+from rmqd.wire.codes import RequestCode, ResponseCode, SerializeType  # noqa: E402
+from rmqd.wire.frame import RemotingCommand, decode_frame, encode_frame, encode_frame_parts, make_response  # noqa: E402
+from rmqd.wire.headers import PullMessageResponseHeader, SendMessageRequestHeaderV2  # noqa: E402
 
 RECORD_SIZE = 1_200  # a 1 KiB body plus the fixed record fields, topic and properties
 RECORDS = 32

@@ -49,9 +49,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(1, str(REPO / "tests"))
 
 from support import free_broker_port, free_port  # noqa: E402  (tests/support.py: the suite's port helpers)
-from wire.codes import RequestCode, ResponseCode, SerializeType  # noqa: E402
-from wire.frame import FrameDecoder, RemotingCommand, decode_frame, encode_frame, make_request  # noqa: E402
-from wire.message import crc32_masked, decode_messages, encode_properties  # noqa: E402
+from rmqd.wire.codes import RequestCode, ResponseCode, SerializeType  # noqa: E402
+from rmqd.wire.frame import FrameDecoder, RemotingCommand, decode_frame, encode_frame, make_request  # noqa: E402
+from rmqd.wire.message import crc32_masked, decode_messages, encode_properties  # noqa: E402
 
 CAPTURE = REPO.parent / "shared" / "fixtures" / "java-4.9.8-remoting-capture" / "remoting-frames.jsonl"
 HEALTH_TOPIC = "FuzzHealthZ9q"
@@ -556,7 +556,7 @@ class Server:
         self.log_path = self.workdir / "rmqd.log"
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "broker", "--log-level", self.log_level, "serve", "--store", str(self.workdir / "store"),
+            [sys.executable, "-m", "rmqd", "--log-level", self.log_level, "serve", "--store", str(self.workdir / "store"),
              "--namesrv-port", str(ns_port), "--broker-port", str(br_port), "--host", "127.0.0.1", "-c", str(conf),
              "--kv-config", str(self.workdir / "kvConfig.json")],
             cwd=REPO, stdout=subprocess.PIPE, stderr=log, env=dict(os.environ, PYTHONUNBUFFERED="1"), text=True, errors="replace")
@@ -988,7 +988,7 @@ def crash_restart_and_verify(server: Server, stats: Stats) -> None:
 
 def store_verify(server: Server) -> str:
     """`rmqd store verify` of a stopped server's store: "ok" or its exit status and last lines."""
-    proc = subprocess.run([sys.executable, "-m", "broker", "store", "verify", "-c", str(server.workdir / "broker.conf"),
+    proc = subprocess.run([sys.executable, "-m", "rmqd", "store", "verify", "-c", str(server.workdir / "broker.conf"),
                            str(server.workdir / "store")], cwd=REPO, capture_output=True, text=True, errors="replace",
                           timeout=600)
     tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]

@@ -40,9 +40,9 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fuzz_live  # noqa: E402  (scripts/fuzz_live.py: the rmqd subprocess and its ready line)
 from fuzz_live import Client, Server, _addr, _send_ext, store_verify  # noqa: E402
-from wire.codes import RequestCode, ResponseCode  # noqa: E402
-from wire.frame import FrameDecoder, encode_frame, make_request  # noqa: E402
-from wire.message import decode_messages, encode_batch, encode_properties  # noqa: E402
+from rmqd.wire.codes import RequestCode, ResponseCode  # noqa: E402
+from rmqd.wire.frame import FrameDecoder, encode_frame, make_request  # noqa: E402
+from rmqd.wire.message import decode_messages, encode_batch, encode_properties  # noqa: E402
 
 TOPIC = "KillLoopT"
 GROUP = "KillLoopCheckG"

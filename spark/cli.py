@@ -46,7 +46,7 @@ def _parse(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Names
 def _session(master: str | None, light_jvm: bool = False):
     """No --master: spark-submit's master, or spark-submit's own default (local[*]) when run
     as plain Python. ``light_jvm``: the job is Python tasks only (see spark.session)."""
-    from spark.session import get_session
+    from rmqd.spark.session import get_session
     return get_session(master, light_jvm=light_jvm)
 
 
@@ -70,8 +70,8 @@ def store_settings(conf: str) -> tuple[str, dict[str, str], str | None]:
     Parsed with store/ and wire/ only (spark/ never imports broker/, and spark-submit ships only
     spark, store and wire): keys that are not store keys are left to the broker, a bad value of
     a store key is an error naming the file and key."""
-    from store.config import ConfigValueError, MessageStoreConfig, apply_properties
-    from wire.bodies import parse_properties
+    from rmqd.store.config import ConfigValueError, MessageStoreConfig, apply_properties
+    from rmqd.wire.bodies import parse_properties
     try:
         text = Path(conf).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -132,7 +132,7 @@ def verify_main(argv: list[str] | None = None) -> int:
             print(f"rmqd spark verify: {s}: not a RocketMQ store directory (no commitlog/)", file=sys.stderr)
             return EXIT_USAGE
     try:
-        from spark.verify import CHECKS, format_report, verify_store
+        from rmqd.spark.verify import CHECKS, format_report, verify_store
         checks = CHECKS if a.checks is None else [c.strip() for c in a.checks.split(",") if c.strip()]
         # without --against every check is a Python task: a JVM that does not JIT-compile hard
         spark = _session(a.master, light_jvm=not a.against or "against" not in checks)
@@ -165,7 +165,7 @@ def export_main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     kinds = EXPORT_KINDS if a.kind == "all" else (a.kind,)
     try:
-        from spark.export import export_store
+        from rmqd.spark.export import export_store
         spark = _session(a.master)
         counts = export_store(spark, a.store, a.out, kinds=kinds, fmt=a.format, overwrite=a.overwrite,
                               options=_options(a))
@@ -177,9 +177,9 @@ def export_main(argv: list[str] | None = None) -> int:
     return EXIT_OK
 
 
-if __name__ == "__main__":  # python -m spark.cli verify|export ...
+if __name__ == "__main__":  # python -m rmqd.spark.cli verify|export ...
     cmds = {"verify": verify_main, "export": export_main}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
-        print("usage: python -m spark.cli verify|export ...", file=sys.stderr)
+        print("usage: python -m rmqd.spark.cli verify|export ...", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     sys.exit(cmds[sys.argv[1]](sys.argv[2:]))

@@ -44,8 +44,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from spark import scan, walk_hints
-from spark.schemas import ARROW_SCHEMAS, SCHEMAS
+from rmqd.spark import scan, walk_hints
+from rmqd.spark.schemas import ARROW_SCHEMAS, SCHEMAS
 
 KINDS = ("commitlog", "consumequeue", "index", "problems", "verify")
 

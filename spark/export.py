@@ -5,7 +5,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from spark.session import read
+from rmqd.spark.session import read
 
 
 def export_store(spark: SparkSession, store: str, out: str, *, kinds=("commitlog", "consumequeue", "index"),

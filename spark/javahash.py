@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wire.javamap import java_string_hash
+from rmqd.wire.javamap import java_string_hash
 
 _INV31 = pow(31, -1, 1 << 32)
 _BLOCK = 1 << 16

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 from construct import FormatField, Renamed, Struct
 
-from store.consumequeue import CQ_STORE_UNIT_SIZE, CQ_UNIT, INT_MAX, SCHEDULE_TOPIC
-from store.indexfile import (HASH_SLOT, HASH_SLOT_SIZE, INDEX_ENTRY, INDEX_ENTRY_SIZE, INDEX_HEADER,
+from rmqd.store.consumequeue import CQ_STORE_UNIT_SIZE, CQ_UNIT, INT_MAX, SCHEDULE_TOPIC
+from rmqd.store.indexfile import (HASH_SLOT, HASH_SLOT_SIZE, INDEX_ENTRY, INDEX_ENTRY_SIZE, INDEX_HEADER,
                              INDEX_HEADER_SIZE, index_file_size)
-from wire.message import (BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, RECORD_FIELDS, MessageSysFlag)
+from rmqd.wire.message import (BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, RECORD_FIELDS, MessageSysFlag)
 
 __all__ = [
     "numpy_dtype", "CQ_DTYPE", "INDEX_HEADER_DTYPE", "INDEX_ENTRY_DTYPE", "SLOT_DTYPE", "RecordPositions",

@@ -31,12 +31,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark import layout as L
-from spark.schemas import ARROW_SCHEMAS
-from store.config import MessageStoreConfig
-from store.consumequeue import SCHEDULE_TOPIC, tags_code_of
-from wire.javamap import java_string_hash
-from wire.message import MessageConst, create_offset_msg_id, format_socket_address
+from rmqd.spark import layout as L
+from rmqd.spark.schemas import ARROW_SCHEMAS
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.consumequeue import SCHEDULE_TOPIC, tags_code_of
+from rmqd.wire.javamap import java_string_hash
+from rmqd.wire.message import MessageConst, create_offset_msg_id, format_socket_address
 
 try:  # ISA-L's CRC-32 (same polynomial and values as zlib's) is ~3.5x faster on 1 KiB bodies
     from isal.isal_zlib import crc32

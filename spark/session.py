@@ -12,8 +12,8 @@ from typing import Iterable
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
-from spark.datasource import RocketMQDataSource
-from spark.schemas import SCHEMAS
+from rmqd.spark.datasource import RocketMQDataSource
+from rmqd.spark.schemas import SCHEMAS
 
 
 # Driver JVM flags for sessions whose work is all in Python tasks (rmqd spark verify without

@@ -26,10 +26,10 @@ from typing import Iterable
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from spark import scan
-from spark.datasource import parse_options
-from spark.session import read
-from spark.verify_plan import run_checks
+from rmqd.spark import scan
+from rmqd.spark.datasource import parse_options
+from rmqd.spark.session import read
+from rmqd.spark.verify_plan import run_checks
 
 CHECKS = ("records", "consumequeue", "index", "against")
 

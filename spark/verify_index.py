@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spark import compact, scan
-from spark import layout as L
-from spark.verify_queues import ProblemRow
+from rmqd.spark import compact, scan
+from rmqd.spark import layout as L
+from rmqd.spark.verify_queues import ProblemRow
 
 
 @dataclass

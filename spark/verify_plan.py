@@ -30,13 +30,13 @@ from typing import Callable, Iterable, TypeVar
 
 import numpy as np
 
-from spark import scan
-from spark.datasource import _Options
-from spark.verify_index import IndexFileResult, IndexTask, Reachable, read_index_file
-from spark.verify_queues import (ProblemRow, QueueFiles, QueueGroup, QueueSummary, Units, file_gap_problems,
+from rmqd.spark import scan
+from rmqd.spark.datasource import _Options
+from rmqd.spark.verify_index import IndexFileResult, IndexTask, Reachable, read_index_file
+from rmqd.spark.verify_queues import (ProblemRow, QueueFiles, QueueGroup, QueueSummary, Units, file_gap_problems,
                                  gap_problems, no_record_problems, plan_queues, queue_table, read_queue_group,
                                  summarize_queue_group)
-from spark.verify_records import OwnInputs, SplitResult, SplitTask, check_split
+from rmqd.spark.verify_records import OwnInputs, SplitResult, SplitTask, check_split
 
 TASKS_PER_CORE = 2
 SHARED_INPUTS = True

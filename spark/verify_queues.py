@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spark import compact
-from spark import layout as L
-from spark import scan
+from rmqd.spark import compact
+from rmqd.spark import layout as L
+from rmqd.spark import scan
 
 ProblemRow = tuple[str, int, str, str]  # file, offset, check, problem (the problems kind's columns)
 

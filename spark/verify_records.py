@@ -21,14 +21,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyarrow.compute as pc
 
-from spark import javahash as J
-from spark import layout as L
-from spark import scan
-from spark.verify_index import IndexSlice, Reachable, own_index_entries
-from spark.verify_queues import ProblemRow, QueueFiles, QueueTable, Units, no_record_problems, own_units
-from store.consumequeue import SCHEDULE_TOPIC, tags_code_of
-from wire.javamap import java_string_hash
-from wire.message import MessageConst
+from rmqd.spark import javahash as J
+from rmqd.spark import layout as L
+from rmqd.spark import scan
+from rmqd.spark.verify_index import IndexSlice, Reachable, own_index_entries
+from rmqd.spark.verify_queues import ProblemRow, QueueFiles, QueueTable, Units, no_record_problems, own_units
+from rmqd.store.consumequeue import SCHEDULE_TOPIC, tags_code_of
+from rmqd.wire.javamap import java_string_hash
+from rmqd.wire.message import MessageConst
 
 TRAN_MASK = L.MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 ROLLBACK = L.MessageSysFlag.TRANSACTION_ROLLBACK_TYPE

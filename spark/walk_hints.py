@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from spark import layout as L
-from spark import scan
+from rmqd.spark import layout as L
+from rmqd.spark import scan
 
 # Probing a queue file costs ~40 us (a map, two binary searches, the unmap) in every task, and
 # the hints save ~10 % of a task's walk and decode, ~14 ms per 128 MiB split: past a few hundred

@@ -11,8 +11,8 @@ import os
 
 from construct import Int64sb, Struct
 
-from store.errors import StoreFileError
-from store.layout import struct_of
+from rmqd.store.errors import StoreFileError
+from rmqd.store.layout import struct_of
 
 CHECKPOINT_LAYOUT = Struct(
     "physicMsgTimestamp" / Int64sb,   # store time of the last commit-log message flushed

@@ -16,11 +16,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from store.config import MessageStoreConfig
-from store.consumequeue import SCHEDULE_TOPIC, tags_code_of
-from store.mapped_file import MappedFile, MappedFileQueue
-from wire.errors import WireError
-from wire.message import (
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.consumequeue import SCHEDULE_TOPIC, tags_code_of
+from rmqd.store.mapped_file import MappedFile, MappedFileQueue
+from rmqd.wire.errors import WireError
+from rmqd.wire.message import (
     BLANK_MAGIC_CODE, BLANK_RECORD_STRUCT as _BLANK, MAGIC_CODE_V1, MAGIC_CODE_V2, QUEUE_OFFSET_POSITION,
     SHORT_MAX, SYSFLAG_POSITION, BatchItem, MessageConst, MessageSysFlag, create_offset_msg_id, crc32_masked,
     decode_batch, decode_properties, encode_properties_java, record_head_reader, record_head_struct,

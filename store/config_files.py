@@ -26,9 +26,9 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from wire import fastjson
-from wire.errors import WireError
-from wire.javamap import java_concurrent_hashmap_order as java_map_order
+from rmqd.wire import fastjson
+from rmqd.wire.errors import WireError
+from rmqd.wire.javamap import java_concurrent_hashmap_order as java_map_order
 
 log = logging.getLogger("rmqd.store.config")
 

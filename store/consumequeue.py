@@ -41,9 +41,9 @@ from typing import Callable, Iterator, Mapping, NamedTuple, Sequence
 
 from construct import Int32sb, Int64sb, Struct
 
-from store.layout import struct_of
-from store.mapped_file import MappedFileQueue
-from wire.message import MessageConst, java_string_hash
+from rmqd.store.layout import struct_of
+from rmqd.store.mapped_file import MappedFileQueue
+from rmqd.wire.message import MessageConst, java_string_hash
 
 CQ_UNIT = Struct(
     "commitLogOffset" / Int64sb,

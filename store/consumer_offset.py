@@ -8,7 +8,7 @@ import os
 import threading
 from typing import Any, Callable
 
-from store.config_files import CONSUMER_OFFSET_JSON, ConfigManager, config_path, detect_capacity, java_map_order
+from rmqd.store.config_files import CONSUMER_OFFSET_JSON, ConfigManager, config_path, detect_capacity, java_map_order
 
 TOPIC_GROUP_SEPARATOR = "@"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from store.config_files import DELAY_OFFSET_JSON, ConfigManager, config_path, java_map_order
+from rmqd.store.config_files import DELAY_OFFSET_JSON, ConfigManager, config_path, java_map_order
 
 
 def delay_level_to_queue_id(level: int) -> int:

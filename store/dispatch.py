@@ -14,12 +14,12 @@ import threading
 import time
 from typing import Callable, NamedTuple, Sequence
 
-from store.commitlog import CommitLog, DispatchRequest
-from store.config import MessageStoreConfig
-from store.consumequeue import ConsumeQueue
-from store.indexfile import IndexService
-from wire.message import MessageSysFlag
-from wire.names import topic_remark
+from rmqd.store.commitlog import CommitLog, DispatchRequest
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.consumequeue import ConsumeQueue
+from rmqd.store.indexfile import IndexService
+from rmqd.wire.message import MessageSysFlag
+from rmqd.wire.names import topic_remark
 
 log = logging.getLogger("rmqd.store.dispatch")
 

@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from store.config import MessageStoreConfig
-from store.consumequeue import ConsumeQueue
-from store.indexfile import IndexService
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.consumequeue import ConsumeQueue
+from rmqd.store.indexfile import IndexService
 
 MAX_MANUAL_DELETE_FILE_TIMES = 20
 CLEAN_INITIAL_DELAY_MS = 60_000  # cleanFilesPeriodically's first run, as DefaultMessageStore schedules it

@@ -13,9 +13,9 @@ import threading
 import time
 from typing import Callable
 
-from store.checkpoint import StoreCheckpoint
-from store.config import MessageStoreConfig
-from store.mapped_file import MappedFileQueue
+from rmqd.store.checkpoint import StoreCheckpoint
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.mapped_file import MappedFileQueue
 
 FlushCallback = Callable[[bool], None]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from store.commitlog import CommitLog
+from rmqd.store.commitlog import CommitLog
 
 
 class HAAppendError(ValueError):

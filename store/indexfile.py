@@ -37,11 +37,11 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from construct import Int32sb, Int64sb, Struct
 
-from store.errors import StoreFileError
-from store.layout import struct_of
-from store.mapped_file import create_file_atomically, remove_temp_files, sync_file
-from wire.javamap import java_string_hash_from
-from wire.message import MessageConst, MessageSysFlag, java_string_hash
+from rmqd.store.errors import StoreFileError
+from rmqd.store.layout import struct_of
+from rmqd.store.mapped_file import create_file_atomically, remove_temp_files, sync_file
+from rmqd.wire.javamap import java_string_hash_from
+from rmqd.wire.message import MessageConst, MessageSysFlag, java_string_hash
 
 INDEX_HEADER = Struct(
     "beginTimestamp" / Int64sb,

@@ -22,7 +22,7 @@ import weakref
 from pathlib import Path
 from typing import Callable, Iterable
 
-from store.errors import StoreFileError
+from rmqd.store.errors import StoreFileError
 
 log = logging.getLogger("rmqd.store")
 

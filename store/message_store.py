@@ -16,22 +16,22 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from store.checkpoint import StoreCheckpoint
-from store.commitlog import (
+from rmqd.store.checkpoint import StoreCheckpoint
+from rmqd.store.commitlog import (
     CommitLog, DispatchRequest, MessageExtBatch, MessageExtBrokerInner, PutMessageResult, PutMessageStatus,
 )
-from store.config import SLAVE, MessageStoreConfig
-from store.consumequeue import CQ_STORE_UNIT_SIZE, ConsumeQueue, load_consume_queues
-from store.dispatch import ArrivalListener, Dispatcher, ReputMessageService
-from store.expiry import CLEAN_INITIAL_DELAY_MS, CleanService, disk_partition_space_used_percent
-from store.flush import FlushCallback, FlushService, quiet_point
-from store.indexfile import IndexService
-from store.errors import StoreBusyError, StoreFileError, StoreLockError, StoreNameError
-from store.stats import StoreStatsService
-from store.recovery import RecoveryReport, recover_abnormally, recover_normally, store_timestamp_at
-from wire.message import SYSFLAG_POSITION, MessageRecord, decode_record, store_timestamp_position
-from wire.fastjson import java_double
-from wire.names import topic_remark
+from rmqd.store.config import SLAVE, MessageStoreConfig
+from rmqd.store.consumequeue import CQ_STORE_UNIT_SIZE, ConsumeQueue, load_consume_queues
+from rmqd.store.dispatch import ArrivalListener, Dispatcher, ReputMessageService
+from rmqd.store.expiry import CLEAN_INITIAL_DELAY_MS, CleanService, disk_partition_space_used_percent
+from rmqd.store.flush import FlushCallback, FlushService, quiet_point
+from rmqd.store.indexfile import IndexService
+from rmqd.store.errors import StoreBusyError, StoreFileError, StoreLockError, StoreNameError
+from rmqd.store.stats import StoreStatsService
+from rmqd.store.recovery import RecoveryReport, recover_abnormally, recover_normally, store_timestamp_at
+from rmqd.wire.message import SYSFLAG_POSITION, MessageRecord, decode_record, store_timestamp_position
+from rmqd.wire.fastjson import java_double
+from rmqd.wire.names import topic_remark
 
 log = logging.getLogger("rmqd.store")
 

@@ -16,12 +16,12 @@ import struct
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from store.checkpoint import StoreCheckpoint
-from store.commitlog import CommitLog
-from store.consumequeue import ConsumeQueue
-from store.dispatch import DISPATCH_BATCH
-from store.mapped_file import MappedFile
-from wire.message import MAGIC_CODE_V1, MAGIC_CODE_V2, SYSFLAG_POSITION, store_timestamp_position
+from rmqd.store.checkpoint import StoreCheckpoint
+from rmqd.store.commitlog import CommitLog
+from rmqd.store.consumequeue import ConsumeQueue
+from rmqd.store.dispatch import DISPATCH_BATCH
+from rmqd.store.mapped_file import MappedFile
+from rmqd.wire.message import MAGIC_CODE_V1, MAGIC_CODE_V2, SYSFLAG_POSITION, store_timestamp_position
 
 log = logging.getLogger("rmqd.store.recovery")
 _I = struct.Struct(">i")

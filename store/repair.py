@@ -16,16 +16,16 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from store.config import MessageStoreConfig
-from store.config_files import _MISSING, ConfigManager
-from store.consumer_offset import ConsumerOffsetManager
-from store.delay_offset import DelayOffsetManager
-from store.errors import StoreLockError
-from store.schedule import TimerProgress
-from store.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
-from store.topic_config import TopicBrokerSettings, TopicConfigManager
-from wire.bodies import TopicConfig
-from wire.names import RETRY_GROUP_TOPIC_PREFIX, group_remark, topic_remark
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.config_files import _MISSING, ConfigManager
+from rmqd.store.consumer_offset import ConsumerOffsetManager
+from rmqd.store.delay_offset import DelayOffsetManager
+from rmqd.store.errors import StoreLockError
+from rmqd.store.schedule import TimerProgress
+from rmqd.store.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
+from rmqd.store.topic_config import TopicBrokerSettings, TopicConfigManager
+from rmqd.wire.bodies import TopicConfig
+from rmqd.wire.names import RETRY_GROUP_TOPIC_PREFIX, group_remark, topic_remark
 
 PERM_READ_WRITE = 6  # PermName.PERM_READ | PERM_WRITE
 

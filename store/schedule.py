@@ -38,10 +38,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from store.commitlog import SCHEDULE_TOPIC, MessageExtBrokerInner
-from store.config_files import ConfigManager, config_path
-from store.delay_offset import DelayOffsetManager
-from wire.message import MessageConst, MessageRecord, MessageSysFlag, encode_properties
+from rmqd.store.commitlog import SCHEDULE_TOPIC, MessageExtBrokerInner
+from rmqd.store.config_files import ConfigManager, config_path
+from rmqd.store.delay_offset import DelayOffsetManager
+from rmqd.wire.message import MessageConst, MessageRecord, MessageSysFlag, encode_properties
 
 log = logging.getLogger("rmqd.schedule")
 

@@ -11,7 +11,7 @@ import collections
 import threading
 import time
 
-from wire.fastjson import java_double
+from rmqd.wire.fastjson import java_double
 
 #: StoreStatsService.PUT_MESSAGE_ENTIRE_TIME_MAX_DESC and the bucket upper bounds (ms).
 DISTRIBUTE_DESC = ("[<=0ms]", "[0~10ms]", "[10~50ms]", "[50~100ms]", "[100~200ms]", "[200~500ms]", "[500ms~1s]",

@@ -11,10 +11,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from store.config_files import SUBSCRIPTION_GROUP_JSON, ConfigManager, config_path, java_map_order
-from store.topic_config import next_version, now_ms
-from wire.bodies import DataVersion, as_bool, as_int, as_str, to_json_obj
-from wire.names import group_remark
+from rmqd.store.config_files import SUBSCRIPTION_GROUP_JSON, ConfigManager, config_path, java_map_order
+from rmqd.store.topic_config import next_version, now_ms
+from rmqd.wire.bodies import DataVersion, as_bool, as_int, as_str, to_json_obj
+from rmqd.wire.names import group_remark
 
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 FILTERSRV_CONSUMER_GROUP = "FILTERSRV_CONSUMER"

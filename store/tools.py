@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from store.config import MessageStoreConfig
-from store.consumequeue import CqUnit, is_pre_blank, iter_unit_bytes, tags_code_of
-from store.indexfile import (HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, _ENTRY, _HEADER, _SLOT,
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.consumequeue import CqUnit, is_pre_blank, iter_unit_bytes, tags_code_of
+from rmqd.store.indexfile import (HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, _ENTRY, _HEADER, _SLOT,
                              build_key, index_key_hash)
-from wire import fastjson
-from wire.names import topic_remark
-from wire.message import (BLANK_MAGIC_CODE, MessageConst, MessageRecord, MessageSysFlag, RecordError,
+from rmqd.wire import fastjson
+from rmqd.wire.names import topic_remark
+from rmqd.wire.message import (BLANK_MAGIC_CODE, MessageConst, MessageRecord, MessageSysFlag, RecordError,
                           decode_record)
 
 Progress = Callable[[int, int], None]

@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from store.config_files import TOPICS_JSON, ConfigManager, config_path, java_map_order
-from store.consumequeue import SCHEDULE_TOPIC
-from wire.bodies import (PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig,
+from rmqd.store.config_files import TOPICS_JSON, ConfigManager, config_path, java_map_order
+from rmqd.store.consumequeue import SCHEDULE_TOPIC
+from rmqd.wire.bodies import (PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig,
                          TopicConfigSerializeWrapper, to_json_obj)
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"

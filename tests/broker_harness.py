@@ -16,15 +16,15 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import trio
 
-from broker.broker import BrokerRole
-from broker.config import BrokerSettings
-from broker.namesrv import NamesrvRole
-from broker.remoting_client import RemotingClient
+from rmqd.broker.broker import BrokerRole
+from rmqd.broker.config import BrokerSettings
+from rmqd.broker.namesrv import NamesrvRole
+from rmqd.broker.remoting_client import RemotingClient
 from support import free_broker_port
-from wire.bodies import HeartbeatData
-from wire.codes import RequestCode
-from wire.frame import RemotingCommand, make_request
-from wire.message import decode_messages, encode_properties
+from rmqd.wire.bodies import HeartbeatData
+from rmqd.wire.codes import RequestCode
+from rmqd.wire.frame import RemotingCommand, make_request
+from rmqd.wire.message import decode_messages, encode_properties
 
 CLUSTER = "TestCluster"
 BROKER_NAME = "broker-t"
@@ -67,7 +67,7 @@ class Harness:
                         message_model: str = "CLUSTERING", expression_type: str = "TAG",
                         producer_groups: tuple[str, ...] = ()) -> RemotingCommand:
         tags = [] if sub == "*" else [t.strip() for t in sub.split("||")]
-        from wire.message import java_string_hash
+        from rmqd.wire.message import java_string_hash
         body = {
             "clientID": client_id,
             "consumerDataSet": [{
@@ -160,7 +160,7 @@ def run_with_broker(root: Path, fn: Callable[[Harness], Awaitable[None]], *, tim
 async def raw_invoke(port: int, frame: bytes) -> RemotingCommand:
     """Send frame bytes as they are on a new loopback connection; the first answer (decoded
     strictly, so an answer no client could read fails here)."""
-    from wire.frame import FrameDecoder
+    from rmqd.wire.frame import FrameDecoder
 
     stream = await trio.open_tcp_stream("127.0.0.1", port)
     async with stream:

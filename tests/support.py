@@ -46,8 +46,8 @@ def free_broker_port() -> int:
 
 
 def rmqd_command(*args: str) -> list[str]:
-    """`rmqd ARGS` as this interpreter runs it (python -m broker), without relying on PATH."""
-    return [sys.executable, "-m", "broker", *args]
+    """`rmqd ARGS` as this interpreter runs it (python -m rmqd), without relying on PATH."""
+    return [sys.executable, "-m", "rmqd", *args]
 
 
 def rmqd(*args: str, cwd: Path | None = None, stderr: int = subprocess.PIPE,

@@ -21,9 +21,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from wire import fastjson
-from wire.codes import LanguageCode
-from wire.errors import WireError
+from rmqd.wire import fastjson
+from rmqd.wire.codes import LanguageCode
+from rmqd.wire.errors import WireError
 
 # --------------------------------------------------------------------------------------------
 # lenient scalar coercion (fastjson's TypeUtils.castToXxx behaviour, narrowed to what we meet)

@@ -28,7 +28,7 @@ from json.encoder import encode_basestring as _encode_basestring  # C, keeps non
 from json.encoder import encode_basestring_ascii as _encode_basestring_ascii  # C
 from typing import Any
 
-from wire.errors import JsonError
+from rmqd.wire.errors import JsonError
 
 # ---- string escaping ---------------------------------------------------------------------------
 

@@ -25,9 +25,9 @@ from typing import Iterator, Sequence
 
 from construct import Bytes, Int8sb, Int16sb, Int32sb, Int32ub, Struct, this
 
-from wire import fastjson
-from wire.codes import CURRENT_VERSION, LanguageCode, SerializeType
-from wire.errors import FrameError, FrameTooLargeError, JsonError, WireError
+from rmqd.wire import fastjson
+from rmqd.wire.codes import CURRENT_VERSION, LanguageCode, SerializeType
+from rmqd.wire.errors import FrameError, FrameTooLargeError, JsonError, WireError
 
 #: ``com.rocketmq.remoting.frameMaxLength`` default: a whole frame, its length word included.
 DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024

@@ -19,10 +19,10 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Mapping
 
-from wire.codes import RequestCode, SerializeType
-from wire.errors import HeaderFieldError
-from wire.fastjson import java_double
-from wire.javamap import hashmap_capacity, java_hashmap_order, java_string_hash
+from rmqd.wire.codes import RequestCode, SerializeType
+from rmqd.wire.errors import HeaderFieldError
+from rmqd.wire.fastjson import java_double
+from rmqd.wire.javamap import hashmap_capacity, java_hashmap_order, java_string_hash
 
 STRING = "String"
 INT = "Integer"

@@ -24,8 +24,8 @@ from typing import Iterator, Mapping
 
 import construct as cs
 
-from wire.errors import WireError
-from wire.javamap import java_hashmap_order, java_string_hash
+from rmqd.wire.errors import WireError
+from rmqd.wire.javamap import java_hashmap_order, java_string_hash
 
 __all__ = [
     "MAGIC_CODE_V1", "MAGIC_CODE_V2", "BLANK_MAGIC_CODE", "MessageSysFlag", "MessageConst",

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from broker_harness import decode_pull_body, run_with_broker
-from store.commitlog import MessageExtBrokerInner
-from store.config import MessageStoreConfig
-from store.message_store import DefaultMessageStore
-from wire.codes import ResponseCode
+from rmqd.store.commitlog import MessageExtBrokerInner
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.message_store import DefaultMessageStore
+from rmqd.wire.codes import ResponseCode
 
 BAD = ["%DLQ%\x00", "%RETRY%../../../../escape"]
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import trio
 
 from broker_harness import BROKER_NAME, Harness, decode_pull_body, make_settings
-from broker.broker import BrokerRole
-from broker.namesrv import NamesrvRole
-from broker.remoting_client import RemotingClient
-from wire.bodies import TopicRouteData
-from wire.codes import RequestCode, ResponseCode
+from rmqd.broker.broker import BrokerRole
+from rmqd.broker.namesrv import NamesrvRole
+from rmqd.broker.remoting_client import RemotingClient
+from rmqd.wire.bodies import TopicRouteData
+from rmqd.wire.codes import RequestCode, ResponseCode
 
 
 async def _route(h: Harness, topic: str) -> TopicRouteData | None:
@@ -116,7 +116,7 @@ def test_messaging_semantics_are_wired(tmp_path: Path) -> None:
     """The issue-5 processors answer through this broker's dispatch table: delayed delivery,
     send-back to retry, END_TRANSACTION, queue locks, queries by key."""
     from broker_harness import run_with_broker
-    from wire.message import parse_offset_msg_id
+    from rmqd.wire.message import parse_offset_msg_id
 
     async def fn(h: Harness) -> None:
         # delay level 1 (1 s): parked in SCHEDULE_TOPIC_XXXX, then delivered to its topic

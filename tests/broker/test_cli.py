@@ -10,11 +10,11 @@ import subprocess
 import pytest
 import trio
 
-from broker.remoting_client import RemotingClient
+from rmqd.broker.remoting_client import RemotingClient
 from support import REPO, free_broker_port, free_port, rmqd, run_once, stop, wait_ready
-from wire.bodies import ClusterInfo
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import make_request
+from rmqd.wire.bodies import ClusterInfo
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import make_request
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -161,7 +161,7 @@ def test_store_dump_and_verify_on_fixture_store():
 def test_spark_subcommands_reach_the_spark_entry_points(tmp_path):
     """`rmqd spark verify|export` hand their arguments to spark/cli.py (Spark itself is exercised
     by tests/spark); usage errors stay one line with spark's exit codes."""
-    assert_one_line_error(run_once("spark"), "verify or export")
+    assert_one_line_error(run_once("spark"), "verify, export or package")
     helped = run_once("spark", "verify", "--help")
     assert helped.returncode == 0 and "--against" in helped.stdout
     missing = run_once("spark", "verify", str(tmp_path / "nothing"))

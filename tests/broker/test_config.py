@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerSettings, ConfigError, load_broker_settings, read_properties_file
+from rmqd.broker.config import BrokerSettings, ConfigError, load_broker_settings, read_properties_file
 
 FIXTURE_CONF = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "broker.conf"
 

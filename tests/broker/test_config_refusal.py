@@ -8,7 +8,7 @@ import pytest
 
 from broker_harness import decode_pull_body, run_with_broker
 from support import free_broker_port, free_port, run_once
-from wire.codes import ResponseCode
+from rmqd.wire.codes import ResponseCode
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,11 +8,11 @@ from typing import Awaitable, Callable
 import trio
 import trio.testing
 
-import broker.dispatch_loop
-from broker.dispatch_loop import LoopDispatch
-from store.commitlog import MessageExtBrokerInner
-from store.config import MessageStoreConfig
-from store.message_store import DefaultMessageStore
+import rmqd.broker.dispatch_loop as dispatch_loop_module
+from rmqd.broker.dispatch_loop import LoopDispatch
+from rmqd.store.commitlog import MessageExtBrokerInner
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.message_store import DefaultMessageStore
 
 
 def _store(root: Path) -> DefaultMessageStore:
@@ -193,7 +193,7 @@ def test_an_append_inside_an_inline_request_is_left_to_catch_up(tmp_path: Path, 
     """An append on the loop while an inline handler runs does not wake the task (the
     after-requests hook follows before the next read); catch_up dispatches it and re-arms the
     sleeping task, so a later append from another thread still wakes it at once."""
-    monkeypatch.setattr(broker.dispatch_loop, "IDLE_SLEEP_S", 30.0)  # no safety-net round in between
+    monkeypatch.setattr(dispatch_loop_module, "IDLE_SLEEP_S", 30.0)  # no safety-net round in between
     s = _store(tmp_path / "s")
     inside = [False]
 
@@ -239,7 +239,7 @@ def test_an_append_inside_an_inline_request_is_left_to_catch_up(tmp_path: Path, 
 def test_a_deferred_wake_with_a_thread_append_before_catch_up_loses_nothing(tmp_path: Path, monkeypatch) -> None:
     """Between a deferred wake and catch_up the store does not think the task sleeps, so an
     append from another thread does not wake it; catch_up's round takes that record too."""
-    monkeypatch.setattr(broker.dispatch_loop, "IDLE_SLEEP_S", 30.0)
+    monkeypatch.setattr(dispatch_loop_module, "IDLE_SLEEP_S", 30.0)
     s = _store(tmp_path / "s")
     inside = [False]
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import trio
 
-from broker.remoting_client import RemotingClient
+from rmqd.broker.remoting_client import RemotingClient
 from broker_harness import Harness
 from support import free_broker_port, free_port, rmqd, run_once, stop, wait_ready
-from wire.codes import ResponseCode
+from rmqd.wire.codes import ResponseCode
 
 FILE = 64 * 1024
 

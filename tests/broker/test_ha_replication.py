@@ -12,15 +12,15 @@ from typing import Any, AsyncIterator
 import pytest
 import trio
 
-from broker.broker import BrokerRole
-from broker.config import ConfigError, validate
-from broker.namesrv import NamesrvRole
-from broker.remoting_client import RemotingClient
+from rmqd.broker.broker import BrokerRole
+from rmqd.broker.config import ConfigError, validate
+from rmqd.broker.namesrv import NamesrvRole
+from rmqd.broker.remoting_client import RemotingClient
 from broker_harness import BROKER_NAME, Harness, decode_pull_body, make_settings
 from support import free_broker_port
-from store.tools import compare_commit_logs, verify
-from wire.codes import RequestCode, ResponseCode
-from wire.ha import encode_report
+from rmqd.store.tools import compare_commit_logs, verify
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.ha import encode_report
 
 FILE = 64 * 1024  # small commit-log files: a few hundred messages span several
 

@@ -44,14 +44,14 @@ from typing import Any, Awaitable, Callable
 import pytest
 import trio
 
-from broker.config import load_broker_settings
-from broker.remoting_client import RemotingClient
-from store import tools as store_tools
+from rmqd.broker.config import load_broker_settings
+from rmqd.broker.remoting_client import RemotingClient
+from rmqd.store import tools as store_tools
 from support import READY_PREFIX, free_broker_port, free_port, rmqd, rmqd_command
-from wire import fastjson
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand, make_request
-from wire.message import MessageRecord, UniqIdGenerator, decode_messages, encode_properties, parse_offset_msg_id
+from rmqd.wire import fastjson
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand, make_request
+from rmqd.wire.message import MessageRecord, UniqIdGenerator, decode_messages, encode_properties, parse_offset_msg_id
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -10,10 +10,10 @@ import struct
 import pytest
 import trio
 
-from broker.remoting_client import RemotingClient
-from broker.server import RemotingServer, RemotingTimeoutError
-from wire.codes import ResponseCode, SerializeType
-from wire.frame import FrameDecoder, RemotingCommand, encode_frame, make_request, make_response
+from rmqd.broker.remoting_client import RemotingClient
+from rmqd.broker.server import RemotingServer, RemotingTimeoutError
+from rmqd.wire.codes import ResponseCode, SerializeType
+from rmqd.wire.frame import FrameDecoder, RemotingCommand, encode_frame, make_request, make_response
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -8,12 +8,12 @@ import struct
 import pytest
 import trio
 
-import broker.server
+import rmqd.broker.server as server_module
 import test_server
-from broker.server import RemotingServer
-from wire.codes import ResponseCode, SerializeType
-from wire.errors import WireError
-from wire.frame import RemotingCommand, encode_frame, make_request, make_response
+from rmqd.broker.server import RemotingServer
+from rmqd.wire.codes import ResponseCode, SerializeType
+from rmqd.wire.errors import WireError
+from rmqd.wire.frame import RemotingCommand, encode_frame, make_request, make_response
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -24,7 +24,7 @@ FAST, LATER, BOOM, BAD, BIG, ASYNC_SLOW = 9101, 9102, 9103, 9104, 9105, 9106
 def io_path(request, monkeypatch):
     """Every test twice: the raw-socket fast path and the portable trio Stream path."""
     if request.param == "stream":
-        monkeypatch.setattr(broker.server, "_raw_socket", lambda stream: None)
+        monkeypatch.setattr(server_module, "_raw_socket", lambda stream: None)
     return request.param
 
 

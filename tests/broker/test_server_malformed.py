@@ -17,10 +17,10 @@ import pytest
 import trio
 
 from broker_harness import Harness, decode_pull_body, raw_invoke, run_with_broker
-from broker.server import RemotingTimeoutError
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand
-from wire.headers import REQUEST_HEADERS
+from rmqd.broker.server import RemotingTimeoutError
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand
+from rmqd.wire.headers import REQUEST_HEADERS
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.config import ConfigError
-from broker.server import RemotingServer
-from broker.tls import TlsAcceptor, TlsConfig, TlsMode, system_properties
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import FrameDecoder, encode_frame, make_request, make_response
+from rmqd.broker.config import ConfigError
+from rmqd.broker.server import RemotingServer
+from rmqd.broker.tls import TlsAcceptor, TlsConfig, TlsMode, system_properties
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import FrameDecoder, encode_frame, make_request, make_response
 
 
 def _client_ctx() -> ssl.SSLContext:
@@ -184,8 +184,8 @@ def test_silent_connection_does_not_hold_stop() -> None:
 
 
 def test_outgoing_client_speaks_tls_when_enabled() -> None:
-    from broker.remoting_client import RemotingClient
-    from broker.tls import client_context, client_stream_wrapper
+    from rmqd.broker.remoting_client import RemotingClient
+    from rmqd.broker.tls import client_context, client_stream_wrapper
 
     assert client_stream_wrapper({}) is None and client_context({"tls.enable": "false"}) is None
 

@@ -17,7 +17,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wire.frame import FrameDecoder
+from rmqd.wire.frame import FrameDecoder
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -269,6 +269,6 @@ def test_batch_message_with_non_utf8_properties_is_readable_everywhere(tmp_path)
     finally:
         srv.stop()
     for cmd in (["verify", "-c", str(srv.workdir / "broker.conf")], ["dump"]):
-        p = subprocess.run([sys.executable, "-m", "broker", "store", *cmd, str(srv.workdir / "store")],
+        p = subprocess.run([sys.executable, "-m", "rmqd", "store", *cmd, str(srv.workdir / "store")],
                            cwd=REPO, capture_output=True, text=True, timeout=60)
         assert p.returncode == 0, (cmd, p.stdout[-500:], p.stderr[-500:])

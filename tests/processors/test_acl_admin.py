@@ -11,8 +11,8 @@ import yaml
 
 from broker_harness import broker_running
 from test_acl_validator import ADMIN_AK, ADMIN_SK, AK, PLAIN_ACL, SK, _signed  # type: ignore[import-not-found]
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import make_request
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import make_request
 
 
 def _run(tmp_path: Path, fn, **overrides: str) -> None:  # type: ignore[no-untyped-def]

@@ -15,17 +15,17 @@ import pytest
 import trio
 from hypothesis import given, strategies as st
 
-from broker.acl_config import AclService
-from broker.config import ConfigError
+from rmqd.broker.acl_config import AclService
+from rmqd.broker.config import ConfigError
 from broker_harness import BROKER_NAME, broker_running, decode_pull_body
-from processors.acl import (
+from rmqd.processors.acl import (
     ADMIN_CODES, DENY, PUB, SUB, AclError, AclState, address_matcher, build_account, check_permission,
     expand_ipv6, parse_perm, parse_request, validate,
 )
-from wire.acl import sign_fields
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand, make_request
-from wire.message import encode_properties
+from rmqd.wire.acl import sign_fields
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand, make_request
+from rmqd.wire.message import encode_properties
 
 AK, SK = "RocketMQ", "12345678"
 ADMIN_AK, ADMIN_SK = "rocketmq2", "12345678"

@@ -8,10 +8,10 @@ from pathlib import Path
 import trio
 
 from broker_harness import BROKER_NAME, run_with_broker
-from processors.admin import human_readable_bytes, string_to_properties
-from wire import fastjson
-from wire.bodies import ConsumeStats, KVTable, TopicList, TopicStatsTable
-from wire.codes import RequestCode, ResponseCode
+from rmqd.processors.admin import human_readable_bytes, string_to_properties
+from rmqd.wire import fastjson
+from rmqd.wire.bodies import ConsumeStats, KVTable, TopicList, TopicStatsTable
+from rmqd.wire.codes import RequestCode, ResponseCode
 
 
 def test_helpers() -> None:
@@ -36,7 +36,7 @@ def test_create_topic_route_config_and_delete(tmp_path: Path) -> None:
         r = await h.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, dict(CREATE, topic="a b"))
         assert r.code == ResponseCode.SYSTEM_ERROR
         # the name server learns it (registration after the update)
-        from wire.bodies import TopicRouteData
+        from rmqd.wire.bodies import TopicRouteData
         with trio.fail_after(5):
             while True:
                 route = await h.invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "AdmT"}, addr=h.namesrv_addr)

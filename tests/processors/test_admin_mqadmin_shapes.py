@@ -12,10 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker_harness import BROKER_NAME, run_with_broker
-from store.stats import DISTRIBUTE_DESC, StoreStatsService
-from wire.bodies import KVTable, MessageQueue, ResetOffsetBody
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand
+from rmqd.store.stats import DISTRIBUTE_DESC, StoreStatsService
+from rmqd.wire.bodies import KVTable, MessageQueue, ResetOffsetBody
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand
 
 # StoreStatsService.getRuntimeInfo + DefaultMessageStore.getRuntimeInfo + AdminBrokerProcessor (4.9.8)
 RUNTIME_KEYS = {
@@ -108,9 +108,9 @@ def test_reset_offset_body_round_trips(table):
 
 def test_store_stats_rates_and_distribution(monkeypatch):
     clock = [1000.0]
-    monkeypatch.setattr("store.stats.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("rmqd.store.stats.time.monotonic", lambda: clock[0])
     wall = [1_700_000_000.0]
-    monkeypatch.setattr("store.stats.time.time", lambda: wall[0])
+    monkeypatch.setattr("rmqd.store.stats.time.time", lambda: wall[0])
     s = StoreStatsService()
     for i in range(12):
         for _ in range(5):

@@ -18,11 +18,11 @@ import pytest
 import trio
 
 from broker_harness import Harness, broker_running, decode_pull_body, raw_invoke, run_with_broker
-from processors.names import GROUP_FIELDS, NAME_CHECKS, NOT_CHECKED, SELF_CHECKED, TOPIC_FIELDS, is_guarded
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand
-from wire.headers import BOOL, DOUBLE, INT, LONG, REQUEST_HEADERS
-from wire.names import consumer_group_remark, group_remark, topic_remark
+from rmqd.processors.names import GROUP_FIELDS, NAME_CHECKS, NOT_CHECKED, SELF_CHECKED, TOPIC_FIELDS, is_guarded
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand
+from rmqd.wire.headers import BOOL, DOUBLE, INT, LONG, REQUEST_HEADERS
+from rmqd.wire.names import consumer_group_remark, group_remark, topic_remark
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -99,7 +99,7 @@ def _expected(request: RemotingCommand, bad: str, kind: str) -> str:
 
 def test_every_guarded_code_has_a_check_and_no_broker_handler_forgets_it(tmp_path: Path) -> None:
     """A handler registered for a code that takes a name must be wrapped by guard_names."""
-    from broker.broker import BrokerRole
+    from rmqd.broker.broker import BrokerRole
     from broker_harness import make_settings
 
     role = BrokerRole(make_settings(tmp_path, None))
@@ -272,7 +272,7 @@ def test_subscription_group_bodies_are_checked_whole_and_the_table_keeps_saving(
 
 
 def test_subscription_group_table_refuses_invalid_keys(tmp_path: Path) -> None:
-    from store.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
+    from rmqd.store.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 
     manager = SubscriptionGroupManager(tmp_path)
     for name in (None, "", "\x00", "../x", "g" * 256):

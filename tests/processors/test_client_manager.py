@@ -10,13 +10,13 @@ from typing import Any
 import trio
 
 from broker_harness import run_with_broker
-from broker.remoting_client import RemotingClient
-from processors.client_manager import (
+from rmqd.broker.remoting_client import RemotingClient
+from rmqd.processors.client_manager import (
     ClientChannelInfo, ConsumerGroupEvent, ConsumerManager, ProducerManager, scan_exception_channels,
 )
-from wire.bodies import ConsumerConnection, SubscriptionData
-from wire.codes import LanguageCode, RequestCode, ResponseCode
-from wire.frame import RemotingCommand, make_request
+from rmqd.wire.bodies import ConsumerConnection, SubscriptionData
+from rmqd.wire.codes import LanguageCode, RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand, make_request
 
 
 class FakeChannel:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from broker_harness import run_with_broker
 from test_send import capture_exchange
-from wire import fastjson
-from wire.codes import RequestCode, ResponseCode
+from rmqd.wire import fastjson
+from rmqd.wire.codes import RequestCode, ResponseCode
 
 
 def test_query_offset_of_new_group_is_zero_like_capture(tmp_path: Path) -> None:

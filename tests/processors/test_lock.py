@@ -9,11 +9,11 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processors.lock import REBALANCE_LOCK_MAX_LIVE_TIME, LockProcessor, RebalanceLockManager
-from wire import fastjson
-from wire.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue, UnlockBatchRequestBody
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand
+from rmqd.processors.lock import REBALANCE_LOCK_MAX_LIVE_TIME, LockProcessor, RebalanceLockManager
+from rmqd.wire import fastjson
+from rmqd.wire.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue, UnlockBatchRequestBody
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from processors.kvconfig import KVConfigManager
-from processors.namesrv import NamesrvConfig, NamesrvProcessor
-from processors.route_info import RouteInfoManager
-from wire.bodies import (ClusterInfo, DataVersion, KVTable, RegisterBrokerBody, TopicConfig,
+from rmqd.processors.kvconfig import KVConfigManager
+from rmqd.processors.namesrv import NamesrvConfig, NamesrvProcessor
+from rmqd.processors.route_info import RouteInfoManager
+from rmqd.wire.bodies import (ClusterInfo, DataVersion, KVTable, RegisterBrokerBody, TopicConfig,
                          TopicConfigSerializeWrapper, TopicList, TopicRouteData)
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import decode_frame, encode_frame, make_request
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import decode_frame, encode_frame, make_request
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -336,7 +336,7 @@ def test_get_namesrv_config_and_order_topic_conf():
 
 
 def test_damaged_kv_config_is_a_clear_error_naming_the_file(tmp_path):
-    from wire.errors import WireError
+    from rmqd.wire.errors import WireError
     path = tmp_path / "kvConfig.json"
     for bad, needle in ((b'{"configTable":\xff}', "not UTF-8"), (b"{broken", str(path)), (b"[1]", "configTable")):
         path.write_bytes(bad)

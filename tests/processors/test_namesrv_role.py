@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import trio
 
-from broker.namesrv import NamesrvRole
-from broker.remoting_client import BrokerOuterAPI, RemotingClient
-from processors.namesrv import NamesrvConfig
-from wire.bodies import ClusterInfo, DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicRouteData
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import make_request
+from rmqd.broker.namesrv import NamesrvRole
+from rmqd.broker.remoting_client import BrokerOuterAPI, RemotingClient
+from rmqd.processors.namesrv import NamesrvConfig
+from rmqd.wire.bodies import ClusterInfo, DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicRouteData
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import make_request
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -10,12 +10,12 @@ import pytest
 import trio
 
 from broker_harness import decode_pull_body, run_with_broker
-from processors.pull import (
+from rmqd.processors.pull import (
     ExpressionMessageFilter, PullRequestHoldService, SubscriptionData, _status_to_code, adopt_subscription,
     build_subscription_data,
 )
-from wire.codes import RequestCode, ResponseCode
-from wire.message import java_string_hash
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.message import java_string_hash
 
 
 # --- pure logic --------------------------------------------------------------------------------
@@ -47,7 +47,7 @@ def test_tag_filter() -> None:
 
 
 def test_adopt_heartbeat_subscription() -> None:
-    from wire.bodies import SubscriptionData as WireSub
+    from rmqd.wire.bodies import SubscriptionData as WireSub
     s = adopt_subscription(WireSub(topic="T", subString="A", tagsSet=["A"], codeSet=[65], subVersion=7))
     assert (s.topic, s.codeSet, s.subVersion, s.expressionType) == ("T", {65}, 7, "TAG")
 

@@ -9,13 +9,13 @@ from types import SimpleNamespace
 import pytest
 import trio
 
-from processors.query import QueryMessageProcessor
-from store.config import MessageStoreConfig
-from store.message_store import DefaultMessageStore
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand
-from wire.headers import ConsumeMessageDirectlyResultRequestHeader, QueryMessageRequestHeader, ViewMessageRequestHeader
-from wire.message import decode_messages, parse_offset_msg_id
+from rmqd.processors.query import QueryMessageProcessor
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.message_store import DefaultMessageStore
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand
+from rmqd.wire.headers import ConsumeMessageDirectlyResultRequestHeader, QueryMessageRequestHeader, ViewMessageRequestHeader
+from rmqd.wire.message import decode_messages, parse_offset_msg_id
 
 pytestmark = pytest.mark.timeout(60)
 FIXTURE = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "rocketmq-4.9-store"

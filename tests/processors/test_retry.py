@@ -10,18 +10,18 @@ from types import SimpleNamespace
 import pytest
 import trio
 
-from processors.retry import ConsumerSendMsgBackProcessor
-from store.commitlog import MessageExtBrokerInner
-from store.config import MessageStoreConfig
-from store.message_store import DefaultMessageStore
-from store.schedule import ScheduleMessageService
-from store.delay_offset import DelayOffsetManager
-from store.subscription_group import SubscriptionGroupConfig
-from store.topic_config import TopicConfig
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand
-from wire.headers import ConsumerSendMsgBackRequestHeader
-from wire.message import decode_record
+from rmqd.processors.retry import ConsumerSendMsgBackProcessor
+from rmqd.store.commitlog import MessageExtBrokerInner
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.message_store import DefaultMessageStore
+from rmqd.store.schedule import ScheduleMessageService
+from rmqd.store.delay_offset import DelayOffsetManager
+from rmqd.store.subscription_group import SubscriptionGroupConfig
+from rmqd.store.topic_config import TopicConfig
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand
+from rmqd.wire.headers import ConsumerSendMsgBackRequestHeader
+from rmqd.wire.message import decode_record
 
 pytestmark = pytest.mark.timeout(60)
 FIXTURE = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "rocketmq-4.9-store"

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker_harness import decode_pull_body, run_with_broker
-from processors.common import hashmap_capacity, java_hashmap_order
-from processors.send import java_parse_boolean, put_status_to_response
-from wire.codes import RequestCode, ResponseCode
-from wire.message import decode_properties, encode_batch, encode_properties
+from rmqd.processors.common import hashmap_capacity, java_hashmap_order
+from rmqd.processors.send import java_parse_boolean, put_status_to_response
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.message import decode_properties, encode_batch, encode_properties
 
 CAPTURE = (Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "java-4.9.8-remoting-capture"
            / "remoting-frames.jsonl")
@@ -128,7 +128,7 @@ def test_capture_send_v2_answer_and_stored_bytes(tmp_path: Path) -> None:
 
 
 def decode_pull_body_bytes(body: bytes):
-    from wire.message import decode_messages
+    from rmqd.wire.message import decode_messages
     return decode_messages(body)[0]
 
 
@@ -145,7 +145,7 @@ def test_capture_batch_send(tmp_path: Path) -> None:
         h.wait_dispatched()
         p = await h.pull("WireTopic", "g", 3, 0, sys_flag=6, subscription="*")
         got = decode_pull_body(p)
-        from wire.message import decode_messages
+        from rmqd.wire.message import decode_messages
         golden = decode_messages(stored_bodies_from_capture()[2])
         assert [m.properties_raw for m in got] == [m.properties_raw for m in golden]
         assert [m.queue_offset for m in got] == [0, 1]
@@ -181,7 +181,7 @@ def test_auto_create_topic_registers_route(tmp_path: Path) -> None:
         tc = h.role.topic_config_manager.select_topic_config("AutoTopic")
         assert (tc.readQueueNums, tc.writeQueueNums, tc.perm) == (4, 4, 6)
         import trio
-        from wire.bodies import TopicRouteData
+        from rmqd.wire.bodies import TopicRouteData
         for _ in range(50):
             route = await h.invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "AutoTopic"}, addr=h.namesrv_addr)
             if route.code == ResponseCode.SUCCESS:
@@ -271,7 +271,7 @@ def test_wait_flushed_success_and_timeout() -> None:
 
     import trio
 
-    from processors.send import wait_flushed
+    from rmqd.processors.send import wait_flushed
 
     class FakeStore:
         def __init__(self, ok: bool | None) -> None:

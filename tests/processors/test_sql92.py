@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processors import sql92
-from processors.sql92 import (
+from rmqd.processors import sql92
+from rmqd.processors.sql92 import (
     JLong,
     SQL92EvalError,
     SQL92ParseError,

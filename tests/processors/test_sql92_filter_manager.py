@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from processors.consumer_filter import (
+from rmqd.processors.consumer_filter import (
     FILTER_DATA_NOT_EXIST,
     FILTER_DATA_NOT_LATEST,
     NOT_SUPPORTED_REMARK,

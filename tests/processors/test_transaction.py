@@ -10,20 +10,20 @@ from types import SimpleNamespace
 import pytest
 import trio
 
-from processors.common import java_hashmap_order
-from processors.transaction import (
+from rmqd.processors.common import java_hashmap_order
+from rmqd.processors.transaction import (
     EndTransactionProcessor,
     TransactionalMessageCheckService,
     TransactionalMessageService,
 )
-from store.commitlog import MessageExtBrokerInner
-from store.config import MessageStoreConfig
-from store.consumer_offset import ConsumerOffsetManager
-from store.message_store import DefaultMessageStore
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand
-from wire.headers import EndTransactionRequestHeader
-from wire.message import decode_record, encode_properties
+from rmqd.store.commitlog import MessageExtBrokerInner
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.consumer_offset import ConsumerOffsetManager
+from rmqd.store.message_store import DefaultMessageStore
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand
+from rmqd.wire.headers import EndTransactionRequestHeader
+from rmqd.wire.message import decode_record, encode_properties
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -266,7 +266,7 @@ def test_fixture_store_late_duplicates_are_absorbed(tmp_path: Path) -> None:
 def test_commit_and_op_bytes_match_rocketmq(tmp_path: Path) -> None:
     import shutil
 
-    from wire.message import MessageRecord
+    from rmqd.wire.message import MessageRecord
 
     root = tmp_path / "store"
     shutil.copytree(FIXTURE / "store", root)

@@ -15,17 +15,17 @@ from typing import Any
 import trio
 
 from broker_harness import broker_running, decode_pull_body
-from processors.lock import LockProcessor
-from processors.query import QueryMessageProcessor
-from processors.retry import ConsumerSendMsgBackProcessor
-from processors.transaction import (
+from rmqd.processors.lock import LockProcessor
+from rmqd.processors.query import QueryMessageProcessor
+from rmqd.processors.retry import ConsumerSendMsgBackProcessor
+from rmqd.processors.transaction import (
     EndTransactionProcessor, TransactionalMessageCheckService, TransactionalMessageService,
 )
-from store.delay_offset import DelayOffsetManager
-from store.schedule import ScheduleMessageService, TimerProgress
-from wire.codes import RequestCode, ResponseCode
-from wire.frame import RemotingCommand
-from wire.message import decode_messages, parse_offset_msg_id
+from rmqd.store.delay_offset import DelayOffsetManager
+from rmqd.store.schedule import ScheduleMessageService, TimerProgress
+from rmqd.wire.codes import RequestCode, ResponseCode
+from rmqd.wire.frame import RemotingCommand
+from rmqd.wire.message import decode_messages, parse_offset_msg_id
 
 
 def wire_semantics(role: Any) -> dict[str, Any]:

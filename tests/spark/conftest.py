@@ -41,7 +41,7 @@ def spark():
     """local[2], small memory, quiet; stopped at the end of the module."""
     pytest.importorskip("pyspark")
     require_java()
-    from spark.session import get_session
+    from rmqd.spark.session import get_session
     session = get_session("local[2]", "rmqd-tests", driver_memory="512m",
                           conf={"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "2",
                                 "spark.executor.memory": "512m"})

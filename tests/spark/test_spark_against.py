@@ -6,12 +6,12 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark.verify import format_report, verify_store  # noqa: E402
-from store.commitlog import MessageExtBrokerInner  # noqa: E402
-from store.config import MessageStoreConfig  # noqa: E402
-from store.message_store import DefaultMessageStore  # noqa: E402
+from rmqd.spark.verify import format_report, verify_store  # noqa: E402
+from rmqd.store.commitlog import MessageExtBrokerInner  # noqa: E402
+from rmqd.store.config import MessageStoreConfig  # noqa: E402
+from rmqd.store.message_store import DefaultMessageStore  # noqa: E402
 from tests.spark.conftest import CLEAN  # noqa: E402
-from wire.message import MessageConst, iter_records  # noqa: E402
+from rmqd.wire.message import MessageConst, iter_records  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"

@@ -10,9 +10,9 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import functions as F  # noqa: E402
 
-from spark.cli import export_main  # noqa: E402
-from spark.schemas import SCHEMAS  # noqa: E402
-from spark.session import read  # noqa: E402
+from rmqd.spark.cli import export_main  # noqa: E402
+from rmqd.spark.schemas import SCHEMAS  # noqa: E402
+from rmqd.spark.session import read  # noqa: E402
 from tests.spark.conftest import CLEAN, CRASHED  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)

@@ -15,9 +15,9 @@ pytest.importorskip("pyspark")
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from spark import scan  # noqa: E402
+from rmqd.spark import scan  # noqa: E402
 from tests.spark.conftest import CLEAN, CRASHED, copy_store  # noqa: E402
-from wire.message import decode_properties, encode_record  # noqa: E402
+from rmqd.wire.message import decode_properties, encode_record  # noqa: E402
 
 
 def _dump(fixture, name):
@@ -293,7 +293,7 @@ _RECORD = st.fixed_dictionaries({
 @given(st.lists(_RECORD, min_size=1, max_size=30), st.integers(64, 5000))
 def test_reader_equals_wire_decoder(tmp_path_factory, records, split_size):
     """Any records wire.message encodes read back field for field, whatever the split size."""
-    from wire.message import create_offset_msg_id, decode_record, format_socket_address
+    from rmqd.wire.message import create_offset_msg_id, decode_record, format_socket_address
     root = tmp_path_factory.mktemp("gen")
     (root / "commitlog").mkdir()
     blobs, pos = [], 0
@@ -327,7 +327,7 @@ def test_reader_equals_wire_decoder(tmp_path_factory, records, split_size):
 def test_selected_columns_equal_the_full_rows(fixture):
     """A schema naming some columns (any order, any case) yields exactly those columns of the
     full rows; columns not asked for (crc, body, properties) are simply not computed."""
-    from spark.schemas import ARROW_SCHEMAS
+    from rmqd.spark.schemas import ARROW_SCHEMAS
     full = _rows(fixture / "store")
     for names in (["offsetMsgId", "QUEUEOFFSET", "topic"], ["keys"], ["crc_ok", "body", "filePos"],
                   ["properties", "bornHost", "storeHost", "magic"], list(reversed(ARROW_SCHEMAS["commitlog"].names))):

@@ -26,8 +26,8 @@ pytest.importorskip("pyspark")
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from spark import scan  # noqa: E402
-from support import REPO, free_port  # noqa: E402
+from rmqd.spark import scan  # noqa: E402
+from support import REPO, free_port, rmqd_command  # noqa: E402
 from tests.spark.conftest import CLEAN, require_java  # noqa: E402
 
 pytestmark = pytest.mark.timeout(420)
@@ -59,12 +59,13 @@ def _python_without_rmqd(tmp: Path) -> Path:
 
 
 def _rmqd_zip(tmp: Path) -> Path:
-    """The documented ``zip -qr rmqd.zip spark store wire``, made without the zip tool."""
+    """The documented ``rmqd spark package rmqd.zip``, run as a user runs it."""
     out = tmp / "rmqd.zip"
-    with zipfile.ZipFile(out, "w") as z:
-        for pkg in ("spark", "store", "wire"):
-            for p in sorted((REPO / pkg).rglob("*.py")):
-                z.write(p, p.relative_to(REPO).as_posix())
+    r = subprocess.run(rmqd_command("spark", "package", str(out)), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    names = zipfile.ZipFile(out).namelist()
+    assert "rmqd/__init__.py" in names and "rmqd/spark/cli.py" in names
+    assert {n.split("/")[1] for n in names if n.count("/") > 1} == {"spark", "store", "wire"}
     return out
 
 
@@ -137,9 +138,9 @@ def _submit(cluster: Cluster, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_interpreter_cannot_import_rmqd_by_itself(cluster):
-    r = subprocess.run([cluster.env["PYSPARK_PYTHON"], "-c", "import pyspark, pyarrow, numpy\nimport spark.scan"],
+    r = subprocess.run([cluster.env["PYSPARK_PYTHON"], "-c", "import pyspark, pyarrow, numpy\nimport rmqd.spark.scan"],
                        cwd=cluster.workdir, env=cluster.env, capture_output=True, text=True, timeout=60)
-    assert r.returncode != 0 and "No module named 'spark'" in r.stderr, r.stderr
+    assert r.returncode != 0 and "No module named 'rmqd'" in r.stderr, r.stderr
 
 
 def test_verify_through_spark_submit(cluster):

@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark.cli import verify_main  # noqa: E402
-from spark.verify import format_report, verify_store  # noqa: E402
+from rmqd.spark.cli import verify_main  # noqa: E402
+from rmqd.spark.verify import format_report, verify_store  # noqa: E402
 from tests.spark.conftest import CLEAN, CRASHED, copy_store  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark import scan
-from spark.schemas import ARROW_SCHEMAS
-from store.consumequeue import tags_code_of
-from store.indexfile import build_key, index_key_hash
-from wire.javamap import java_string_hash
+from rmqd.spark import scan
+from rmqd.spark.schemas import ARROW_SCHEMAS
+from rmqd.store.consumequeue import tags_code_of
+from rmqd.store.indexfile import build_key, index_key_hash
+from rmqd.wire.javamap import java_string_hash
 from tests.spark.conftest import CLEAN, CRASHED
 
 

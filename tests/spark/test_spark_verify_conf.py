@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark.cli import store_settings, verify_main  # noqa: E402
+from rmqd.spark.cli import store_settings, verify_main  # noqa: E402
 from tests.spark.conftest import CLEAN, copy_store  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)

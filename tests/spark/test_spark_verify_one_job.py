@@ -9,13 +9,13 @@ import struct
 
 import pytest
 
-from spark import scan
-from spark import verify_plan as VP
-from spark.datasource import parse_options
+from rmqd.spark import scan
+from rmqd.spark import verify_plan as VP
+from rmqd.spark.datasource import parse_options
 from tests.spark.conftest import CLEAN, CRASHED, copy_store
 from tests.spark.test_spark_verify_parts import _InlineSpark
-from wire.javamap import java_string_hash
-from wire.message import encode_record
+from rmqd.wire.javamap import java_string_hash
+from rmqd.wire.message import encode_record
 
 
 def _findings(root, split: int, one_job: bool, monkeypatch, checks=("records", "consumequeue", "index")):
@@ -134,7 +134,7 @@ def test_one_job_blank_prefix_and_a_gap_between_queue_files(tmp_path, monkeypatc
 
 def test_spark_runs_one_job_on_a_healthy_store_and_two_on_a_damaged_one(spark, tmp_path, monkeypatch):
     """Through Spark: the reports are those of the two jobs, the healthy store in one job."""
-    from spark.verify import format_report, verify_store
+    from rmqd.spark.verify import format_report, verify_store
     root = copy_store(CLEAN, tmp_path)
     jobs = []
     run = VP._job
@@ -170,7 +170,7 @@ def test_read_index_maps_what_reading_gave(tmp_path):
     entries, empty)."""
     import numpy as np
 
-    from spark import layout as L
+    from rmqd.spark import layout as L
 
     def by_reading(path, size, s, n):
         e0 = L.INDEX_HEADER_SIZE + s * L.HASH_SLOT_SIZE

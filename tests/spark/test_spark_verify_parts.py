@@ -9,10 +9,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark import compact
-from spark import javahash as J
-from store.indexfile import index_key_hash
-from wire.javamap import java_string_hash
+from rmqd.spark import compact
+from rmqd.spark import javahash as J
+from rmqd.store.indexfile import index_key_hash
+from rmqd.wire.javamap import java_string_hash
 
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
 
@@ -141,9 +141,9 @@ class _InlineSpark:
 def test_tasks_on_ipv6_hosts_and_a_long_topic(tmp_path):
     """IPv6 born/store hosts move every later field and a topic over 127 bytes takes the v2
     record; the tasks find units matching such records and one wrong tags code."""
-    from spark.datasource import parse_options
-    from spark.verify_plan import run_checks
-    from wire.message import encode_record
+    from rmqd.spark.datasource import parse_options
+    from rmqd.spark.verify_plan import run_checks
+    from rmqd.wire.message import encode_record
     root = tmp_path / "store"
     (root / "commitlog").mkdir(parents=True)
     recs, units, pos = [], {}, 0
@@ -176,7 +176,7 @@ def test_tasks_on_ipv6_hosts_and_a_long_topic(tmp_path):
 
 
 def _walked(split, starts, batch_rows: int) -> tuple[list[int], list]:
-    from spark import scan
+    from rmqd.spark import scan
     probs = scan._Problems()
     with scan._Mapped(split.path) as m:
         runs = scan._Runs(m.u8, starts) if starts is not None else None
@@ -191,7 +191,7 @@ def test_walk_taking_runs_is_the_record_walk(tmp_path, monkeypatch):
     wrong ones) and the file (damaged bytes), chunk limits of rows and bytes included."""
     import random
 
-    from spark import scan
+    from rmqd.spark import scan
     from tests.spark.conftest import CLEAN
     rnd = random.Random(5)
     src = CLEAN / "store" / "commitlog" / "00000000000000000000"
@@ -220,7 +220,7 @@ def test_walk_taking_runs_is_the_record_walk(tmp_path, monkeypatch):
 def test_pairs_among_is_membership(have, want, many_per_offset):
     """A commit-log task's index lookup: (offset, hash) membership among the reachable pairs,
     by probing each offset's run or, past MAX_PROBES entries at one offset, by sorting."""
-    from spark import verify_records as R
+    from rmqd.spark import verify_records as R
     have = sorted(have, key=lambda p: p[0]) + ([(41, h) for h in range(R.MAX_PROBES + 1)] if many_per_offset else [])
     hp = np.array([p for p, _h in have], dtype=np.int64)
     hh = np.array([h for _p, h in have], dtype=np.int32)
@@ -238,7 +238,7 @@ def test_varbinary_views_and_gather(data, ranges, views):
     field by field (short values inline, long ones by prefix and offset) or the byte gather."""
     import pyarrow as pa
 
-    from spark import scan
+    from rmqd.spark import scan
     u8 = np.frombuffer(data, dtype=np.uint8)
     starts = np.array([min(s, len(data) - 1) for s, _l in ranges], dtype=np.int64)
     lengths = np.array([min(ln, len(data) - s) for s, (_s, ln) in zip(starts.tolist(), ranges)], dtype=np.int64)
@@ -259,10 +259,10 @@ def test_index_entries_read_by_the_tasks_equal_the_pairs_through_the_driver(tmp_
     import dataclasses
     import struct
 
-    from spark import scan
-    from spark import verify_plan as VP
-    from spark.datasource import parse_options
-    from spark.verify_index import IndexTask
+    from rmqd.spark import scan
+    from rmqd.spark import verify_plan as VP
+    from rmqd.spark.datasource import parse_options
+    from rmqd.spark.verify_index import IndexTask
     from tests.spark.conftest import CLEAN, CRASHED, copy_store
 
     monkeypatch.setattr(VP, "ONE_JOB", False)  # the two jobs' paths (tests/spark/test_spark_verify_one_job.py: the one job)
@@ -276,7 +276,7 @@ def test_index_entries_read_by_the_tasks_equal_the_pairs_through_the_driver(tmp_
                           {"records", "consumequeue", "index"})
         return dataclasses.replace(f, problems=sorted(f.problems))
 
-    from spark.verify_index import IndexSlice
+    from rmqd.spark.verify_index import IndexSlice
     reads = []
     read = IndexSlice.read
     monkeypatch.setattr(IndexSlice, "read", lambda self: reads.append(self.count) or read(self))

@@ -10,10 +10,10 @@ pytest.importorskip("pyspark")
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from spark import scan, walk_hints  # noqa: E402
-from spark.datasource import parse_options, plan_partitions, read_partition  # noqa: E402
+from rmqd.spark import scan, walk_hints  # noqa: E402
+from rmqd.spark.datasource import parse_options, plan_partitions, read_partition  # noqa: E402
 from tests.spark.conftest import CLEAN, CRASHED  # noqa: E402
-from wire.message import encode_record  # noqa: E402
+from rmqd.wire.message import encode_record  # noqa: E402
 
 
 def _rows(root, split_size, hinted: bool):

@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from store.commitlog import MessageExtBrokerInner
-from store.config import MessageStoreConfig
-from store.message_store import DefaultMessageStore
+from rmqd.store.commitlog import MessageExtBrokerInner
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.message_store import DefaultMessageStore
 
 FILE_SIZE = 64 * 1024
 
@@ -48,9 +48,9 @@ def test_checkpoint_file_is_written_within_seconds_of_start(tmp_path):
 
 _CHILD = r"""
 import sys, time
-from store.commitlog import MessageExtBrokerInner
-from store.config import MessageStoreConfig
-from store.message_store import DefaultMessageStore
+from rmqd.store.commitlog import MessageExtBrokerInner
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.message_store import DefaultMessageStore
 s = DefaultMessageStore(MessageStoreConfig(storePathRootDir=sys.argv[1], mappedFileSizeCommitLog=%d,
                         mappedFileSizeConsumeQueue=6000, maxHashSlotNum=100, maxIndexNum=400))
 s.load(); s.start()

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from store.commitlog import MessageExtBatch, MessageExtBrokerInner, PutMessageStatus
-from store.config import MessageStoreConfig
-from store.message_store import DefaultMessageStore
-from wire.message import BLANK_MAGIC_CODE, decode_record, encode_batch, iter_records
+from rmqd.store.commitlog import MessageExtBatch, MessageExtBrokerInner, PutMessageStatus
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.message_store import DefaultMessageStore
+from rmqd.wire.message import BLANK_MAGIC_CODE, decode_record, encode_batch, iter_records
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
 LOCALHOST = b"\x7f\x00\x00\x01"
@@ -152,7 +152,7 @@ def test_wrong_size_file_is_reported_with_name(tmp_path):
 
 def _manifest_records():
     import json
-    from wire.message import parse_offset_msg_id
+    from rmqd.wire.message import parse_offset_msg_id
     buf = b"".join((FIXTURES / "rocketmq-4.9-store" / "store" / "commitlog" / f"{i * 1048576:020d}").read_bytes()
                    for i in range(3))
     seen = set()
@@ -204,8 +204,8 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 @settings(max_examples=300, deadline=None)
 @given(flip=st.integers(0, 10_000), val=st.integers(0, 255), cut=st.integers(0, 300))
 def test_clean_recovery_validator_agrees_with_the_dispatch_parser(flip, val, cut):
-    from store.commitlog import CommitLog
-    from wire.message import encode_record
+    from rmqd.store.commitlog import CommitLog
+    from rmqd.wire.message import encode_record
     raw = bytearray(encode_record(queue_id=1, flag=0, queue_offset=2, physical_offset=3, sys_flag=0, born_timestamp=4,
                                   born_ip=b"\1\2\3\4", born_port=5, store_timestamp=6, store_ip=b"\1\2\3\4",
                                   store_port=7, reconsume_times=0, prepared_transaction_offset=0, body=b"body" * 9,
@@ -222,7 +222,7 @@ def test_clean_recovery_validator_agrees_with_the_dispatch_parser(flip, val, cut
 
 def test_file_creation_failure_is_reported(tmp_path, monkeypatch):
     import errno
-    from store.mapped_file import MappedFileQueue
+    from rmqd.store.mapped_file import MappedFileQueue
 
     with DefaultMessageStore(MessageStoreConfig(storePathRootDir=str(tmp_path), mappedFileSizeCommitLog=4096)) as s:
         assert s.put_message(MessageExtBrokerInner("T", 0, b"x" * 3000)).is_ok()

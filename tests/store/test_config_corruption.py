@@ -11,15 +11,15 @@ from typing import Any, Callable
 
 import pytest
 
-from store.config_files import ConfigManager, string_to_file
-from store.consumer_offset import ConsumerOffsetManager
-from store.delay_offset import DelayOffsetManager
-from store.errors import StoreLockError
-from store.repair import repair_config
-from store.schedule import TimerProgress
-from store.subscription_group import SubscriptionGroupManager
-from store.topic_config import TopicConfigManager
-from wire.bodies import TopicConfig
+from rmqd.store.config_files import ConfigManager, string_to_file
+from rmqd.store.consumer_offset import ConsumerOffsetManager
+from rmqd.store.delay_offset import DelayOffsetManager
+from rmqd.store.errors import StoreLockError
+from rmqd.store.repair import repair_config
+from rmqd.store.schedule import TimerProgress
+from rmqd.store.subscription_group import SubscriptionGroupManager
+from rmqd.store.topic_config import TopicConfigManager
+from rmqd.wire.bodies import TopicConfig
 
 
 def _topics(m: Any) -> None:

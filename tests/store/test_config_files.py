@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.config_files import java_map_order, string_to_file
-from store.consumer_offset import ConsumerOffsetManager
-from store.delay_offset import DelayOffsetManager
-from store.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
-from store.topic_config import TopicBrokerSettings, TopicConfigManager
-from wire import fastjson
-from wire.bodies import TopicConfig
+from rmqd.store.config_files import java_map_order, string_to_file
+from rmqd.store.consumer_offset import ConsumerOffsetManager
+from rmqd.store.delay_offset import DelayOffsetManager
+from rmqd.store.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
+from rmqd.store.topic_config import TopicBrokerSettings, TopicConfigManager
+from rmqd.wire import fastjson
+from rmqd.wire.bodies import TopicConfig
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
 CLEAN = FIXTURES / "rocketmq-4.9-store"

@@ -12,11 +12,11 @@ from construct import Int16sb, Int32sb, Int64sb, Struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.config import MessageStoreConfig
-from store.consumequeue import (CQ_STORE_UNIT_SIZE, CQ_UNIT, INT_MAX, PRE_BLANK_UNIT, ConsumeQueue,
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.consumequeue import (CQ_STORE_UNIT_SIZE, CQ_UNIT, INT_MAX, PRE_BLANK_UNIT, ConsumeQueue,
                                 load_consume_queues, tags_code_of)
-from store.errors import StoreFileError
-from store.layout import struct_of
+from rmqd.store.errors import StoreFileError
+from rmqd.store.layout import struct_of
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
 CLEAN = FIXTURES / "rocketmq-4.9-store"

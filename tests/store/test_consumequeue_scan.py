@@ -8,7 +8,7 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.consumequeue import CQ_STORE_UNIT_SIZE, ConsumeQueue, valid_unit_prefix
+from rmqd.store.consumequeue import CQ_STORE_UNIT_SIZE, ConsumeQueue, valid_unit_prefix
 
 _U = struct.Struct(">qiq")
 UNITS = 12
@@ -84,9 +84,9 @@ def test_truncate_dirty_logic_files_equals_the_loop(tmp_path_factory, valid, tai
 def test_consume_queue_files_are_sparse_commit_log_files_are_not(tmp_path):
     """RocketMQ's consume-queue files are sparse; rmqd's were fully allocated, so a topic of
     1024 queues (BenchmarkTest) took ~6 GB of disk at once."""
-    from store.commitlog import MessageExtBrokerInner
-    from store.config import MessageStoreConfig
-    from store.message_store import DefaultMessageStore
+    from rmqd.store.commitlog import MessageExtBrokerInner
+    from rmqd.store.config import MessageStoreConfig
+    from rmqd.store.message_store import DefaultMessageStore
     s = DefaultMessageStore(MessageStoreConfig(storePathRootDir=str(tmp_path), mappedFileSizeCommitLog=8 << 20))
     s.load()
     s.start()

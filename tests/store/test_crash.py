@@ -13,19 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from store.commitlog import MessageExtBrokerInner
-from store.config import MessageStoreConfig
-from store.mapped_file import TEMP_SUFFIX
-from store.message_store import DefaultMessageStore, GetMessageStatus
-from wire.message import iter_records
+from rmqd.store.commitlog import MessageExtBrokerInner
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.mapped_file import TEMP_SUFFIX
+from rmqd.store.message_store import DefaultMessageStore, GetMessageStatus
+from rmqd.wire.message import iter_records
 
 REPO = Path(__file__).resolve().parents[2]
 
 CHILD = textwrap.dedent("""
     import sys, threading, hashlib
-    from store.config import MessageStoreConfig
-    from store.message_store import DefaultMessageStore
-    from store.commitlog import MessageExtBrokerInner
+    from rmqd.store.config import MessageStoreConfig
+    from rmqd.store.message_store import DefaultMessageStore
+    from rmqd.store.commitlog import MessageExtBrokerInner
     root, start = sys.argv[1], int(sys.argv[2])
     s = DefaultMessageStore(MessageStoreConfig(storePathRootDir=root, flushDiskType="SYNC_FLUSH",
         mappedFileSizeCommitLog=64 * 1024, mappedFileSizeConsumeQueue=200, maxHashSlotNum=64, maxIndexNum=256))
@@ -138,7 +138,7 @@ def test_a_crash_inside_file_creation_leaves_nothing_the_next_start_refuses(tmp_
 def test_new_files_appear_only_at_full_size(tmp_path, monkeypatch):
     """Creation is sized before the file gets its real name: a failure while preparing leaves
     neither the file nor its temporary."""
-    from store import mapped_file
+    from rmqd.store import mapped_file
 
     def boom(_mm):
         raise OSError("disk gone")

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from store.commitlog import MessageExtBrokerInner, PutMessageStatus
-from store.config import MessageStoreConfig
-from store.consumequeue import ConsumeQueue
-from store.dispatch import SAME_OFFSET_FAILURES_BEFORE_SKIP, commit_log_position
-from store.errors import StoreNameError
-from store.message_store import DefaultMessageStore, GetMessageStatus
-from store.tools import verify
+from rmqd.store.commitlog import MessageExtBrokerInner, PutMessageStatus
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.consumequeue import ConsumeQueue
+from rmqd.store.dispatch import SAME_OFFSET_FAILURES_BEFORE_SKIP, commit_log_position
+from rmqd.store.errors import StoreNameError
+from rmqd.store.message_store import DefaultMessageStore, GetMessageStatus
+from rmqd.store.tools import verify
 
 FILE0 = "00000000000000000000"
 # the issue's names: NUL (the "embedded null byte" wedge), traversal, too long, not a topic char
@@ -57,7 +57,7 @@ def _bodies(s: DefaultMessageStore, topic: str) -> list[bytes]:
     res = s.get_message("g", topic, 0, 0, 32)
     if res.status is not GetMessageStatus.FOUND:
         return []
-    from wire.message import decode_messages
+    from rmqd.wire.message import decode_messages
     return [m.body for m in decode_messages(b"".join(bytes(v) for v in res.message_buffers))]
 
 
@@ -238,7 +238,7 @@ def test_a_transient_os_error_is_retried_never_skipped(tmp_path, monkeypatch):
             return real(self, units)
 
         monkeypatch.setattr(ConsumeQueue, "put_requests", put)
-        monkeypatch.setattr("store.dispatch.time.sleep", lambda _s: None)
+        monkeypatch.setattr("rmqd.store.dispatch.time.sleep", lambda _s: None)
         s.reput_service.resume()
         assert s.wait_dispatched(timeout_s=10.0)
         assert failures[0] == 0 and s.dispatcher.skipped == [] and first == 0
@@ -279,7 +279,7 @@ def test_a_full_disk_fails_file_creation_instead_of_a_later_sigbus(tmp_path, mon
     with SIGBUS on a write (H3's F4)."""
     import errno
     import os as _os
-    from store.mapped_file import create_file_atomically
+    from rmqd.store.mapped_file import create_file_atomically
 
     def full(fd, off, size):
         raise OSError(errno.ENOSPC, "No space left on device")

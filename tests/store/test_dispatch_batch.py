@@ -10,15 +10,15 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.commitlog import MessageExtBrokerInner
-from store.config import MessageStoreConfig
-from store.consumequeue import ConsumeQueue
-from store.flush import FlushService
-from store.indexfile import IndexService
-from store.mapped_file import MappedFile, MappedFileQueue, sync_file
-from store.message_store import DefaultMessageStore
-from wire.javamap import java_string_hash, java_string_hash_from
-from wire.message import RECORD_FIELDS, MessageSysFlag, encode_record, record_head_reader, record_head_struct
+from rmqd.store.commitlog import MessageExtBrokerInner
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.consumequeue import ConsumeQueue
+from rmqd.store.flush import FlushService
+from rmqd.store.indexfile import IndexService
+from rmqd.store.mapped_file import MappedFile, MappedFileQueue, sync_file
+from rmqd.store.message_store import DefaultMessageStore
+from rmqd.wire.javamap import java_string_hash, java_string_hash_from
+from rmqd.wire.message import RECORD_FIELDS, MessageSysFlag, encode_record, record_head_reader, record_head_struct
 
 # units as the dispatcher produces them: (size, gap before it, replayed?)
 UNITS = st.lists(st.tuples(st.integers(1, 500), st.sampled_from([0, 0, 0, 1]), st.booleans()), max_size=60)

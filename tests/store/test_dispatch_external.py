@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from store.commitlog import MessageExtBrokerInner
-from store.config import MessageStoreConfig
-from store.dispatch import SAME_OFFSET_FAILURES_BEFORE_SKIP
-from store.errors import StoreBusyError
-from store.message_store import DefaultMessageStore
-from store.tools import verify
+from rmqd.store.commitlog import MessageExtBrokerInner
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.dispatch import SAME_OFFSET_FAILURES_BEFORE_SKIP
+from rmqd.store.errors import StoreBusyError
+from rmqd.store.message_store import DefaultMessageStore
+from rmqd.store.tools import verify
 
 
 def _cfg(root: Path) -> MessageStoreConfig:

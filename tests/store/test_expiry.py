@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from store.commitlog import MessageExtBatch, MessageExtBrokerInner, PutMessageStatus
-from store.config import MessageStoreConfig
-from store.consumequeue import ConsumeQueue
-from store.expiry import CleanService, disk_partition_space_used_percent, is_it_time_to_do
-from store.indexfile import IndexService
-from store.mapped_file import MappedFileQueue
-from store.message_store import DefaultMessageStore, GetMessageStatus
-from wire.message import encode_batch
+from rmqd.store.commitlog import MessageExtBatch, MessageExtBrokerInner, PutMessageStatus
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.consumequeue import ConsumeQueue
+from rmqd.store.expiry import CleanService, disk_partition_space_used_percent, is_it_time_to_do
+from rmqd.store.indexfile import IndexService
+from rmqd.store.mapped_file import MappedFileQueue
+from rmqd.store.message_store import DefaultMessageStore, GetMessageStatus
+from rmqd.wire.message import encode_batch
 
 HOUR = 3_600_000
 NOW = 1_800_000_000_000

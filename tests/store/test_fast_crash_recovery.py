@@ -11,10 +11,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.commitlog import MessageExtBrokerInner
-from store.config import MessageStoreConfig
-from store.indexfile import INDEX_HEADER_SIZE, IndexFile, IndexHeader, IndexService, _HEADER
-from store.message_store import DefaultMessageStore
+from rmqd.store.commitlog import MessageExtBrokerInner
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.indexfile import INDEX_HEADER_SIZE, IndexFile, IndexHeader, IndexService, _HEADER
+from rmqd.store.message_store import DefaultMessageStore
 
 # (key hash, records' keys) plans: few slots so chains and stale slots happen
 PLANS = st.lists(st.lists(st.integers(0, 40), min_size=0, max_size=3), min_size=1, max_size=60)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from store.config import MessageStoreConfig
-from store.message_store import DefaultMessageStore, GetMessageStatus
-from wire.message import decode_messages, decode_record, parse_offset_msg_id
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.message_store import DefaultMessageStore, GetMessageStatus
+from rmqd.wire.message import decode_messages, decode_record, parse_offset_msg_id
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
 CLEAN = FIXTURES / "rocketmq-4.9-store"
@@ -170,7 +170,7 @@ def test_crashed_store_every_acknowledged_message(crashed_store):
 
 
 def test_crashed_store_appends_continue_after_recovery(crashed_store):
-    from store.commitlog import MessageExtBrokerInner
+    from rmqd.store.commitlog import MessageExtBrokerInner
     store, _ = crashed_store
     r = store.put_message(MessageExtBrokerInner("FixTrafficTopic", 0, b"after", {"TAGS": "TagTraffic"},
                                                 store_port=10921))

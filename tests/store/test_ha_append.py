@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from store.commitlog import MessageExtBrokerInner
-from store.config import MessageStoreConfig
-from store.ha_append import HAAppendError, SlaveReceiver, append_at, master_start_offset, read_commit_log
-from store.message_store import DefaultMessageStore, GetMessageStatus
+from rmqd.store.commitlog import MessageExtBrokerInner
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.ha_append import HAAppendError, SlaveReceiver, append_at, master_start_offset, read_commit_log
+from rmqd.store.message_store import DefaultMessageStore, GetMessageStatus
 
 FILE = 4096
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.errors import StoreFileError
-from store.indexfile import (INDEX_ENTRY, INDEX_HEADER, INDEX_HEADER_SIZE, IndexFile, IndexService,
+from rmqd.store.errors import StoreFileError
+from rmqd.store.indexfile import (INDEX_ENTRY, INDEX_HEADER, INDEX_HEADER_SIZE, IndexFile, IndexService,
                              human_string_to_time_millis, index_file_size, index_key_hash,
                              time_millis_to_human_string, _ENTRY, _HEADER)
 

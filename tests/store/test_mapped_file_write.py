@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from store.commitlog import MessageExtBrokerInner, PutMessageStatus
-from store.config import MessageStoreConfig
-from store.mapped_file import MappedFile, MappedFileQueue
-from store.message_store import DefaultMessageStore
+from rmqd.store.commitlog import MessageExtBrokerInner, PutMessageStatus
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.mapped_file import MappedFile, MappedFileQueue
+from rmqd.store.message_store import DefaultMessageStore
 
 LOCALHOST = b"\x7f\x00\x00\x01"
 

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from store.commitlog import MessageExtBrokerInner, PutMessageStatus
-from store.config import MessageStoreConfig
-from store.message_store import DefaultMessageStore, GetMessageStatus, StoreLockError, TagsMessageFilter
-from wire.message import MAGIC_CODE_V2, decode_messages, encode_record, java_string_hash
+from rmqd.store.commitlog import MessageExtBrokerInner, PutMessageStatus
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.message_store import DefaultMessageStore, GetMessageStatus, StoreLockError, TagsMessageFilter
+from rmqd.wire.message import MAGIC_CODE_V2, decode_messages, encode_record, java_string_hash
 
 
 def _cfg(root, **kw):
@@ -219,7 +219,7 @@ def test_corrupt_record_is_reported_with_file_and_position_and_never_served(tmp_
 
 
 def test_checkpoint_and_async_flush(tmp_path):
-    from store.checkpoint import StoreCheckpoint
+    from rmqd.store.checkpoint import StoreCheckpoint
     root = tmp_path / "s"
     s = DefaultMessageStore(_cfg(root, flushIntervalCommitLog=20, flushCommitLogThoroughInterval=50))
     s.load(); s.start()
@@ -288,8 +288,8 @@ def test_delete_topic_waits_for_dispatch_of_earlier_sends(tmp_path):
     """A send that took queue offsets before DELETE_TOPIC_IN_BROKER must be dispatched into the
     queue that is deleted, never into the new one after it (found by the live fuzzer: a unit
     pointing at a record with another queue offset)."""
-    from store.errors import StoreBusyError
-    from store.tools import verify
+    from rmqd.store.errors import StoreBusyError
+    from rmqd.store.tools import verify
 
     cfg = _cfg(tmp_path / "s")
     s = DefaultMessageStore(cfg)

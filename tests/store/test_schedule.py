@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from store.commitlog import SCHEDULE_TOPIC, MessageExtBrokerInner
-from store.config import MessageStoreConfig
-from store.delay_offset import DelayOffsetManager
-from store.message_store import DefaultMessageStore
-from store.schedule import (
+from rmqd.store.commitlog import SCHEDULE_TOPIC, MessageExtBrokerInner
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.delay_offset import DelayOffsetManager
+from rmqd.store.message_store import DefaultMessageStore
+from rmqd.store.schedule import (
     PROPERTY_TIMER_DELAY_MS,
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
@@ -23,7 +23,7 @@ from store.schedule import (
     apply_timer,
     parse_delay_levels,
 )
-from wire.message import decode_record
+from rmqd.wire.message import decode_record
 
 FIXTURE = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "rocketmq-4.9-store"
 LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -259,7 +259,7 @@ def test_fixture_pending_level_18_message(tmp_path: Path) -> None:
 
 
 def test_timeup_copy_has_the_bytes_rocketmq_wrote(tmp_path: Path) -> None:
-    from store.schedule import message_timeup
+    from rmqd.store.schedule import message_timeup
 
     root = tmp_path / "store"
     shutil.copytree(FIXTURE / "store", root)

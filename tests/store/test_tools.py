@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from store.config import MessageStoreConfig
-from store.indexfile import INDEX_HEADER_SIZE, index_key_hash
-from store.tools import Problem, dump, infer_config, verify
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.indexfile import INDEX_HEADER_SIZE, index_key_hash
+from rmqd.store.tools import Problem, dump, infer_config, verify
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
 CLEAN = FIXTURES / "rocketmq-4.9-store"
@@ -192,7 +192,7 @@ def test_dump_bodies_match_what_the_client_sent() -> None:
 def test_record_ending_at_the_last_byte_of_a_file(tmp_path: Path) -> None:
     """RocketMQ always leaves room for a BLANK record, but a copied or truncated store can end a
     record on a file's last byte: verify reads it whole and goes on into the next file."""
-    from wire.message import encode_record
+    from rmqd.wire.message import encode_record
     cl = tmp_path / "store" / "commitlog"
     cl.mkdir(parents=True)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import shutil
 
-from store.commitlog import MessageExtBrokerInner
-from store.config import MessageStoreConfig
-from store.message_store import DefaultMessageStore
-from store.tools import compare_commit_logs
+from rmqd.store.commitlog import MessageExtBrokerInner
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.message_store import DefaultMessageStore
+from rmqd.store.tools import compare_commit_logs
 from support import run_once
 
 FILE = 64 * 1024

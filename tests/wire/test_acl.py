@@ -6,7 +6,7 @@ import hmac
 
 from hypothesis import given, strategies as st
 
-from wire.acl import (
+from rmqd.wire.acl import (
     ACCESS_KEY,
     SIGNATURE,
     calc_signature,

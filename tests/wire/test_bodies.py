@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wire.bodies import (BrokerData, CheckClientRequestBody, ClusterInfo, ConsumeFromWhere, ConsumerConnection,
+from rmqd.wire.bodies import (BrokerData, CheckClientRequestBody, ClusterInfo, ConsumeFromWhere, ConsumerConnection,
                          ConsumerData, ConsumerListByGroupResponseBody, ConsumeStats, ConsumeType, Connection,
                          DataVersion, HeartbeatData, KVTable, LockBatchRequestBody,
                          LockBatchResponseBody, MessageModel, MessageQueue, OffsetWrapper, QueueData,
                          RegisterBrokerBody, SubscriptionData, TopicConfig, TopicConfigSerializeWrapper, TopicList,
                          TopicOffset, TopicRouteData, TopicStatsTable, as_bool, format_properties, parse_properties)
-from wire.codes import LanguageCode
-from wire.errors import WireError
+from rmqd.wire.codes import LanguageCode
+from rmqd.wire.errors import WireError
 
 CAPTURE = (Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "java-4.9.8-remoting-capture"
            / "remoting-frames.jsonl")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from wire.codes import (
+from rmqd.wire.codes import (
     CURRENT_VERSION, LanguageCode, MQVersion, RequestCode, ResponseCode, SerializeType, version_desc,
 )
 

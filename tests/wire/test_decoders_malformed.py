@@ -16,11 +16,11 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import wire.bodies as B
-import wire.headers as H
-from wire import fastjson
-from wire.errors import WireError
-from wire.message import decode_batch, decode_messages, decode_properties, parse_offset_msg_id
+import rmqd.wire.bodies as B
+import rmqd.wire.headers as H
+from rmqd.wire import fastjson
+from rmqd.wire.errors import WireError
+from rmqd.wire.message import decode_batch, decode_messages, decode_properties, parse_offset_msg_id
 
 BODY_CLASSES = sorted(
     (c for c in vars(B).values()
@@ -147,7 +147,7 @@ def test_message_property_and_record_codecs_raise_only_wire_errors(data: bytes |
 def test_lone_surrogate_escapes_become_question_marks_as_java_writes_them() -> None:
     """A client's "\\ud800" decodes to a Python str that nothing could encode later; Java
     keeps the char and writes '?'. rmqd decodes it as '?' (valid pairs stay one character)."""
-    from wire.frame import decode_json_header, encode_frame, make_response
+    from rmqd.wire.frame import decode_json_header, encode_frame, make_response
 
     assert fastjson.loads(r'{"a\ud800":["x\udfff","\ud83d\ude00"]}') == {"a?": ["x?", "\U0001F600"]}
     assert fastjson.loads(r"{'k':'\udbff'}") == {"k": "?"}

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from wire import fastjson
-from wire.errors import JsonError, WireError
+from rmqd.wire import fastjson
+from rmqd.wire.errors import JsonError, WireError
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
 CONFIG_FILES = sorted(FIXTURES.glob("rocketmq-4.9-store*/store/config/*.json*"))

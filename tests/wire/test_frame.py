@@ -7,9 +7,9 @@ import tracemalloc
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from wire.codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode, SerializeType
-from wire.errors import FrameError, FrameTooLargeError, WireError
-from wire.frame import (
+from rmqd.wire.codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode, SerializeType
+from rmqd.wire.errors import FrameError, FrameTooLargeError, WireError
+from rmqd.wire.frame import (
     BINARY_EXT_ENTRY, BINARY_HEADER_FIXED, DEFAULT_MAX_FRAME_LENGTH, FRAME_PREFIX, FrameDecoder, RemotingCommand,
     decode_binary_header, decode_frame, decode_frames, decode_json_header, encode_binary_header, encode_frame,
     encode_frame_parts, encode_json_header, make_request, make_response,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from wire import fastjson
-from wire.codes import CURRENT_VERSION, LanguageCode, RequestCode, SerializeType
-from wire.frame import FrameDecoder, RemotingCommand, decode_frame, encode_frame, encode_frame_parts
-from wire.headers import REQUEST_HEADERS, RESPONSE_HEADERS, java_hashmap_order
+from rmqd.wire import fastjson
+from rmqd.wire.codes import CURRENT_VERSION, LanguageCode, RequestCode, SerializeType
+from rmqd.wire.frame import FrameDecoder, RemotingCommand, decode_frame, encode_frame, encode_frame_parts
+from rmqd.wire.headers import REQUEST_HEADERS, RESPONSE_HEADERS, java_hashmap_order
 
 CAPTURE = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "java-4.9.8-remoting-capture"
 

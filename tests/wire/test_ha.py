@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wire.ha import (
+from rmqd.wire.ha import (
     HAProtocolError, ReportReader, Transfer, TransferReader, encode_report, encode_transfer, encode_transfer_header,
 )
 

@@ -6,9 +6,9 @@ import dataclasses
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import wire.headers as H
-from wire.codes import RequestCode, SerializeType
-from wire.errors import HeaderFieldError, WireError
+import rmqd.wire.headers as H
+from rmqd.wire.codes import RequestCode, SerializeType
+from rmqd.wire.errors import HeaderFieldError, WireError
 
 HEADER_CLASSES = sorted(
     (c for c in vars(H).values()

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from wire.errors import WireError
-from wire.message import (
+from rmqd.wire.errors import WireError
+from rmqd.wire.message import (
     BLANK_MAGIC_CODE, COMMIT_LOG_RECORD, MAGIC_CODE_V1, MAGIC_CODE_V2, MessageSysFlag, RecordError,
     UniqIdGenerator, calc_record_length, compress_body, create_offset_msg_id, decode_batch, decode_messages,
     decode_properties, decode_record, decompress_body, encode_batch, encode_properties, encode_record,
@@ -205,7 +205,7 @@ def test_compression_helpers():
 @pytest.mark.parametrize("name", STORES)
 def test_java_hashmap_property_order_reproduces_real_records(name):
     """A RocketMQ broker serializes its HashMap: rmqd writes the same order, byte for byte."""
-    from wire.message import encode_properties_java
+    from rmqd.wire.message import encode_properties_java
     files = {}
     checked = 0
     for d in _dump(name):
@@ -223,7 +223,7 @@ def test_java_hashmap_property_order_reproduces_real_records(name):
 @settings(max_examples=200, deadline=None)
 @given(p=props)
 def test_properties_round_trip_and_java_order_is_a_permutation(p):
-    from wire.message import encode_properties_java, java_hashmap_order
+    from rmqd.wire.message import encode_properties_java, java_hashmap_order
     assert decode_properties(encode_properties(p)) == p
     assert decode_properties(encode_properties_java(p)) == p
     assert sorted(java_hashmap_order(p)) == sorted(p)
@@ -247,7 +247,7 @@ def test_random_pull_bodies_raise_only_wire_errors(data):
 
 
 def test_batch_item_construct_declaration_matches_fast_codec():
-    from wire.message import BATCH_ITEM
+    from rmqd.wire.message import BATCH_ITEM
     raw = encode_batch([(7, b"body", {"KEYS": "k"})])
     item = BATCH_ITEM.parse(raw)
     assert (item.flag, item.body, item.properties) == (7, b"body", b"KEYS\x01k")
@@ -257,7 +257,7 @@ def test_batch_item_construct_declaration_matches_fast_codec():
 def test_stored_properties_that_are_not_utf8_read_as_java_reads_them():
     """A batch's inner properties are stored raw (as 4.9.8 does); readers decode them with
     replacement characters like Java's new String(bytes, UTF_8) (H3's F1)."""
-    from wire.message import decode_record, encode_record
+    from rmqd.wire.message import decode_record, encode_record
     raw = encode_record(queue_id=0, flag=0, queue_offset=0, physical_offset=0, sys_flag=0, born_timestamp=1,
                         born_ip=b"\x7f\x00\x00\x01", born_port=1, store_timestamp=2, store_ip=b"\x7f\x00\x00\x01",
                         store_port=2, reconsume_times=0, prepared_transaction_offset=0, body=b"b", topic="T",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from wire import names as N
+from rmqd.wire import names as N
 
 _JAVA_WS = set("\t\n\u000b\f\r\u001c\u001d\u001e\u001f") | {
     chr(c) for c in (0x20, 0x1680, *range(0x2000, 0x2007), *range(0x2008, 0x200B), 0x2028, 0x2029, 0x205F, 0x3000)}
