@@ -25,6 +25,7 @@ from typing import Any
 import trio
 
 from rmqd.broker.acl_config import AclService
+from rmqd.broker.acl_messages import StoredMessageLookup
 from rmqd.broker.config import BrokerSettings, ConfigError
 from rmqd.broker.dispatch_loop import LoopDispatch
 from rmqd.broker.ha_master import HAMasterService
@@ -33,6 +34,7 @@ from rmqd.broker.slave_sync import SlaveSynchronize, get_all_delay_offset
 from rmqd.broker.remoting_client import BrokerOuterAPI, RemotingClient
 from rmqd.broker.server import RemotingServer
 from rmqd.broker.tls import TlsAcceptor, TlsConfig, client_stream_wrapper
+from rmqd.processors.acl import admin_codes
 from rmqd.processors.acl_admin import AclAdminProcessor
 from rmqd.processors.admin import AdminBrokerProcessor
 from rmqd.processors.client_manager import (
@@ -184,7 +186,8 @@ class BrokerRole:
         # ACL (4.9.8 BrokerController.initialAcl): checked before every request's handler
         self.acl: AclService | None = None
         if b.aclEnable:
-            self.acl = AclService(b.rocketmqHome)
+            self.acl = AclService(b.rocketmqHome, admin_only=admin_codes(b.nonAdminAclConfigEnable),
+                                  message_lookup=StoredMessageLookup(self.store))
             self.server.add_request_hook(self.acl.hook)
         # TLS on the remoting ports (4.9.8 TlsSystemConfig: tls.server.mode, default permissive)
         self.server.stream_wrapper = TlsAcceptor(
@@ -212,7 +215,9 @@ class BrokerRole:
             self.ha_client = HAClient(self.store, settings.store)
             self.slave_synchronize = SlaveSynchronize(self)
         else:
-            self.ha_service = HAMasterService(self.store, settings.store, host)
+            # haBindAddress (rmqd): keep the port, which serves the commit log to anyone who
+            # connects, to the replication network
+            self.ha_service = HAMasterService(self.store, settings.store, settings.store.haBindAddress or host)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[dict[str, tuple[str, int]]] = trio.TASK_STATUS_IGNORED) -> None:

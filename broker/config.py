@@ -11,6 +11,7 @@ working directory, as with RocketMQ.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import socket
 from dataclasses import dataclass, field
@@ -42,7 +43,8 @@ def local_address() -> str:
 
 @dataclass
 class BrokerConfig:
-    """org.apache.rocketmq.common.BrokerConfig (4.9.8) plus rmqd's enableUpdateConfig."""
+    """org.apache.rocketmq.common.BrokerConfig (4.9.8) plus rmqd's enableUpdateConfig and
+    nonAdminAclConfigEnable."""
     rocketmqHome: str | None = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME"))
     namesrvAddr: str | None = field(default_factory=lambda: os.environ.get("NAMESRV_ADDR"))
     brokerIP1: str = field(default_factory=local_address)
@@ -119,6 +121,9 @@ class BrokerConfig:
     transactionCheckMax: int = 15
     transactionCheckInterval: int = 60 * 1000
     aclEnable: bool = False
+    # rmqd: true lets every signed account send the ACL administration codes 50-53, as 4.9.8
+    # does (any account could then make itself admin); by default only admin accounts may
+    nonAdminAclConfigEnable: bool = False
     storeReplyMessageEnable: bool = True
     enableDetailStat: bool = True
     autoDeleteUnusedStats: bool = False
@@ -268,6 +273,13 @@ def validate(settings: BrokerSettings) -> None:
         raise ConfigError("brokerName must not be empty")
     if b.defaultTopicQueueNums <= 0:
         raise ConfigError(f"defaultTopicQueueNums={b.defaultTopicQueueNums} must be > 0")
+    ha_bind = settings.store.haBindAddress
+    if ha_bind is not None:
+        try:
+            ipaddress.ip_address(ha_bind)
+        except ValueError:
+            raise ConfigError(f"haBindAddress={ha_bind!r} is not an IP address (the interface the HA port "
+                              f"listenPort+1 binds)") from None
 
 
 __all__ = ["BrokerConfig", "BrokerSettings", "ConfigError", "NettyClientConfig", "NettyServerConfig",
