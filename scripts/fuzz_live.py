@@ -378,7 +378,7 @@ class Credentials:
             return ext
         ext = dict(ext)
         if code in (RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, RequestCode.DELETE_ACL_CONFIG) and \
-                ext.get("accessKey") in ACL_PROTECTED:
+                isinstance(ext.get("accessKey"), str) and ext["accessKey"] in ACL_PROTECTED:
             ext["accessKey"] = f"{ext['accessKey']}x"  # the fuzzer keeps its own accounts
         kind = self.kind
         if kind == "tampered":  # signed, then one field changed (the mutator may change more)
