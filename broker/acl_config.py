@@ -237,6 +237,7 @@ class AclService:
         except AclFileError as exc:
             raise ConfigError(startup_refusal(exc)) from None
         self._apply(*loaded)
+        self._keep_good_copies(loaded[2])
 
     # -- files ---------------------------------------------------------------------------------
     def _ensure_default_file(self) -> None:
@@ -287,7 +288,6 @@ class AclService:
 
     def _apply(self, state: AclState, files: list[Path], contents: dict[Path, bytes | None]) -> None:
         self.state, self.files, self._fingerprint = state, files, self._fingerprint_of(contents)
-        self._keep_good_copies(contents)
 
     @staticmethod
     def _keep_good_copies(contents: dict[Path, bytes | None]) -> None:
@@ -315,9 +315,10 @@ class AclService:
                 log.error("acl file change not applied, the previous rules stay in force: %s", exc)
                 self._fingerprint = self._fingerprint_of(self._read_all(files))
                 return False
+            self.reloads += 1  # counted before the rules show, so whoever sees them sees the count
             self._apply(*loaded)
-            self.reloads += 1
             log.info("acl rules reloaded from %s", ", ".join(str(f) for f in loaded[1]))
+            self._keep_good_copies(loaded[2])
             return True
 
     async def watch(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -370,6 +371,7 @@ class AclService:
                 raise AclError(exc.detail if exc.path == path else str(exc)) from None
             write_file_durably(path, raw)
             self._apply(*loaded)
+            self._keep_good_copies(loaded[2])
             return True
 
     def _account_file(self, access_key: str) -> Path | None:
