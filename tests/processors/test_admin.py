@@ -116,6 +116,10 @@ def test_runtime_info_and_stats(tmp_path: Path) -> None:
         r = await h.invoke(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "Nope"})
         assert (r.code, r.remark) == (ResponseCode.TOPIC_NOT_EXIST, "topic[Nope] not exist")
 
+        # consumeTps is GROUP_GET_NUMS' minute window: 0 until the 10-s sampling tick has seen the pull
+        r = await h.invoke(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "StG"})
+        assert ConsumeStats.decode(r.body).consumeTps == 0
+        h.role.stats.sample()
         r = await h.invoke(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "StG"})
         cs = ConsumeStats.decode(r.body)
         q1 = next(w for mq, w in cs.offsetTable.items() if mq.queueId == 1 and mq.topic == "StT")
