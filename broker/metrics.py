@@ -26,6 +26,7 @@ import trio
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from rmqd.broker.config import metrics_exporter_type
 from rmqd.processors.common import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, is_system_topic
 from rmqd.store.broker_stats import SAMPLE_INTERVAL_S, Histogram, RpcLatency
 from rmqd.wire.codes import LanguageCode, RequestCode, ResponseCode, version_desc
@@ -244,7 +245,7 @@ class BrokerMetrics(Collector):
             used: int | None = usage.total - usage.free if usage.total > 0 else None
         except OSError:
             used = None
-        earliest = r.earliest_message_time()
+        earliest = r.store.get_earliest_message_time_of_store()  # 5.x: the first message's store time
         for name, doc, value in (
                 ("rocketmq_storage_size_bytes", "Broker storage size", used),
                 ("rocketmq_storage_flush_behind_bytes", "Broker flush behind bytes", r.remain_to_flush()),
@@ -362,7 +363,7 @@ class Observability:
 
         self.role = role
         self.exporter: MetricsHttpServer | None = None
-        kind = role.broker_config.metricsExporterType
+        kind = metrics_exporter_type(role.broker_config.metricsExporterType)
         if kind == "PROM":
             instrument(role.server, role.stats.rpc_latency)
             self.exporter = MetricsHttpServer(registry_for(role), self.health)

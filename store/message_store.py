@@ -28,7 +28,7 @@ from rmqd.store.flush import FlushCallback, FlushService, quiet_point
 from rmqd.store.indexfile import IndexService
 from rmqd.store.errors import StoreBusyError, StoreFileError, StoreLockError, StoreNameError
 from rmqd.store.stats import StoreStatsService
-from rmqd.store.topic_config import RMQ_SYS_TRANS_OP_HALF_TOPIC
+from rmqd.store.topic_config import RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
 from rmqd.store.recovery import RecoveryReport, recover_abnormally, recover_normally, store_timestamp_at
 from rmqd.wire.message import SYSFLAG_POSITION, MessageRecord, decode_record, store_timestamp_position
 from rmqd.wire.fastjson import java_double
@@ -520,10 +520,14 @@ class DefaultMessageStore:
     def clean_unused_topic(self, topics_in_use: Iterable[str]) -> list[str]:
         """CLEAN_UNUSED_TOPIC (DefaultMessageStore.cleanUnusedTopic): the consume queues of every
         topic the broker has no config for are destroyed, but SCHEDULE_TOPIC_XXXX's and
-        RMQ_SYS_TRANS_OP_HALF_TOPIC's (4.9.7 keeps those). Returns the topics removed; ordered
-        against sends as ``delete_topics`` is (StoreBusyError when dispatch lags)."""
-        keep = set(topics_in_use) | {SCHEDULE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC}
-        unused = [t for t in list(self.consume_queue_table) if t not in keep]
+        RMQ_SYS_TRANS_OP_HALF_TOPIC's (as 4.9.7 keeps them) and, unlike 4.9.7, those of the
+        other topics the broker writes without a config: the transaction half topic (4.9.7
+        creates its config only when the check service first runs, so a clean-up before that
+        loses every prepared message) and 5.x's timer topic. Returns the topics removed;
+        ordered against sends as ``delete_topics`` is (StoreBusyError when dispatch lags)."""
+        keep = set(topics_in_use) | {SCHEDULE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC}
+        unused = [t for t in list(self.consume_queue_table)
+                  if t not in keep and not t.startswith("rmq_sys_")]  # TopicValidator.SYSTEM_TOPIC_PREFIX
         if unused:
             self.delete_topics(unused)
             for topic in unused:
