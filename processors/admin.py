@@ -96,7 +96,9 @@ class AdminBrokerProcessor:
     async def get_system_topic_list_from_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.bodies import TopicList
 
-        return _ok(request, TopicList(topicList=sorted(SYSTEM_TOPIC_SET)).encode())
+        # TopicValidator's set grows with what TopicConfigManager adds (cluster, broker, reply, trace topics)
+        topics = SYSTEM_TOPIC_SET | self.broker.topic_config_manager.system_topics
+        return _ok(request, TopicList(topicList=sorted(topics)).encode())
 
     async def get_topic_stats_info(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.bodies import MessageQueue, TopicOffset, TopicStatsTable

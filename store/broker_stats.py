@@ -26,7 +26,7 @@ schedule service's thread hops to it, see broker/broker.py).
 """
 from __future__ import annotations
 
-import bisect
+from bisect import bisect_left as _bisect_left
 import collections
 import time
 from dataclasses import dataclass
@@ -113,7 +113,7 @@ class Histogram:
         self.sum = 0
 
     def record(self, value: int) -> None:
-        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.counts[_bisect_left(self.bounds, value)] += 1
         self.sum += value
 
     @property
@@ -123,18 +123,22 @@ class Histogram:
 
 class TopicPut:
     """What was stored in one topic through the processors (4.9 TOPIC_PUT_NUMS/SIZE, 5.x
-    rocketmq_messages_in_total / throughput_in / message_size)."""
+    rocketmq_messages_in_total / throughput_in / message_size). The number of puts is the
+    size histogram's count (one record per put, as 5.x records it)."""
 
-    __slots__ = ("topic", "msgs", "bytes", "times", "size", "queues")
+    __slots__ = ("topic", "msgs", "bytes", "size", "queues")
 
     def __init__(self, topic: str) -> None:
         self.topic = topic
         self.msgs = 0
         self.bytes = 0
-        self.times = 0
         self.size = Histogram(MESSAGE_SIZE_BUCKETS)
         #: QUEUE_PUT_NUMS/SIZE: 4.9 keeps them for SCHEDULE_TOPIC_XXXX only, by queue (delay level - 1)
         self.queues: dict[int, list[int]] | None = {} if topic == SCHEDULE_TOPIC else None
+
+    @property
+    def times(self) -> int:
+        return self.size.count
 
 
 class GroupGet:
@@ -226,8 +230,7 @@ class BrokerStatsManager:
         self._clock = clock
         self.topic_put: dict[str, TopicPut] = {}
         self.group_get: dict[str, dict[str, GroupGet]] = {}  # group -> topic -> record
-        self.broker_put = 0
-        self.broker_get = 0
+        self._deleted_puts = self._deleted_gets = 0
         #: QUEUE_GET_NUMS/SIZE of SCHEDULE_TOPIC_XXXX by SCHEDULE_CONSUMER, by queue: [msgs, bytes, times]
         self.schedule_queue_get: dict[int, list[int]] = {}
         self.rpc_latency = RpcLatency()
@@ -246,9 +249,10 @@ class BrokerStatsManager:
             rec = self.topic_put[topic] = TopicPut(topic)
         rec.msgs += msg_num
         rec.bytes += wrote_bytes
-        rec.times += 1
-        rec.size.record(wrote_bytes // msg_num if msg_num > 0 else wrote_bytes)
-        self.broker_put += msg_num
+        size = rec.size  # Histogram.record inlined: this runs once per send
+        average = wrote_bytes if msg_num == 1 else wrote_bytes // max(msg_num, 1)
+        size.counts[_bisect_left(MESSAGE_SIZE_BUCKETS, average)] += 1
+        size.sum += average
         if rec.queues is not None and self.enable_queue_stat:
             q = rec.queues.get(queue_id)
             if q is None:
@@ -282,7 +286,6 @@ class BrokerStatsManager:
             lat = rec.latency[queue_id] = [0, 0]
         lat[0] += latency_ms
         lat[1] += 1
-        self.broker_get += msg_count
 
     def on_send_back(self, group: str, topic: str) -> None:
         """CONSUMER_SEND_MSG_BACK stored the message again (SNDBCK_PUT_NUMS, key topic@group)."""
@@ -308,17 +311,35 @@ class BrokerStatsManager:
             q[1] += wrote_bytes
             q[2] += 1
 
+    @property
+    def broker_put(self) -> int:
+        """BROKER_PUT_NUMS: every message counted by on_put (summed here, not on the send path)."""
+        return sum(rec.msgs for rec in list(self.topic_put.values())) + self._deleted_puts
+
+    @property
+    def broker_get(self) -> int:
+        """BROKER_GET_NUMS: every message pulled (4.9 leaves the schedule service's gets out)."""
+        return self._deleted_gets + sum(rec.msgs for group, by_topic in list(self.group_get.items())
+                                        if group != SCHEDULE_CONSUMER_GROUP for rec in list(by_topic.values()))
+
     # -- deletions (mqadmin deleteTopic / deleteSubGroup) ----------------------------------------
     def on_topic_deleted(self, topic: str) -> None:
-        self.topic_put.pop(topic, None)
-        for by_topic in self.group_get.values():
-            by_topic.pop(topic, None)
+        gone = self.topic_put.pop(topic, None)
+        if gone is not None:  # the broker totals keep them
+            self._deleted_puts += gone.msgs
+        for group, by_topic in self.group_get.items():
+            self._forget_gets(group, by_topic.pop(topic, None))
         self._forget(lambda name, key: key == topic or key.startswith(topic + "@") or f"@{topic}@" in key)
 
     def on_group_deleted(self, group: str) -> None:
-        self.group_get.pop(group, None)
+        for rec in list(self.group_get.pop(group, {}).values()):
+            self._forget_gets(group, rec)
         self._forget(lambda name, key: name != TOPIC_PUT_NUMS and name != TOPIC_PUT_SIZE
                      and key.endswith("@" + group))
+
+    def _forget_gets(self, group: str, rec: GroupGet | None) -> None:
+        if rec is not None and group != SCHEDULE_CONSUMER_GROUP:
+            self._deleted_gets += rec.msgs
 
     def _forget(self, match: Callable[[str, str], bool]) -> None:
         for name_key in [k for k in self._windows if match(*k)]:
@@ -349,8 +370,9 @@ class BrokerStatsManager:
             key = f"{SCHEDULE_TOPIC}@{qid}@{SCHEDULE_CONSUMER_GROUP}"
             yield QUEUE_GET_NUMS, key, times, n
             yield QUEUE_GET_SIZE, key, times, size
-        if self.broker_put:  # incBrokerPutNums adds to the value only: times stays 0
-            yield BROKER_PUT_NUMS, self.cluster_name, 0, self.broker_put
+        broker_put = self.broker_put
+        if broker_put:  # incBrokerPutNums adds to the value only: times stays 0
+            yield BROKER_PUT_NUMS, self.cluster_name, 0, broker_put
         if self.broker_get:
             yield BROKER_GET_NUMS, self.cluster_name, 0, self.broker_get
 
