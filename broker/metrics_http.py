@@ -40,7 +40,10 @@ class MetricsHttpServer:
 
     async def run(self, host: str, port: int, *,
                   task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED) -> None:
-        listeners = await trio.open_tcp_listeners(port, host=host or None)
+        try:
+            listeners = await trio.open_tcp_listeners(port, host=host or None)
+        except OSError as exc:  # name the key: the CLI's one line then says which port it was
+            raise OSError(exc.errno, f"metricsPromExporterHost:Port {host}:{port}: {exc.strerror or exc}") from exc
         sockname = listeners[0].socket.getsockname()
         self.bound = (host or sockname[0], sockname[1])
         log.info("metrics exporter (Prometheus) listening on %s:%d", *self.bound)

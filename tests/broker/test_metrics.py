@@ -5,6 +5,7 @@ methods, bad requests), and the health answer following the store and the regist
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from broker_harness import BROKER_NAME, CLUSTER, run_with_broker
 from rmqd.broker.config import ConfigError, load_broker_settings, metrics_exporter_type
 from rmqd.broker.metrics_http import HEALTH_PATH
 from rmqd.wire.codes import RequestCode, ResponseCode
-from support import free_port
+from support import free_broker_port, free_port, run_once
 
 
 async def http(port: int, raw: bytes) -> tuple[int, dict[str, str], bytes]:
@@ -186,3 +187,17 @@ def test_exporter_type_keys(tmp_path: Path) -> None:
     conf.write_text("metricsExporterType=PROM\nmetricsPromExporterHost=127.0.0.1\n")
     b = load_broker_settings(conf).broker
     assert (b.metricsExporterType, b.metricsPromExporterHost, b.metricsPromExporterPort) == ("PROM", "127.0.0.1", 5557)
+
+
+def test_a_busy_exporter_port_is_one_line_naming_it(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        conf = tmp_path / "broker.conf"
+        conf.write_text(f"metricsExporterType=PROM\nmetricsPromExporterHost=127.0.0.1\nmetricsPromExporterPort={port}\n")
+        r = run_once("serve", "--store", str(tmp_path / "store"), "--namesrv-port", str(free_port()),
+                     "--broker-port", str(free_broker_port()), "--host", "127.0.0.1", "-c", str(conf), timeout=60)
+    assert r.returncode == 1
+    assert r.stderr.strip() == (f"rmqd: cannot listen: address already in use (metricsPromExporterHost:Port "
+                                f"127.0.0.1:{port}: Address already in use)")
