@@ -10,26 +10,30 @@ many sends, the best of several rounds) and the instructions it executes (run th
 ``valgrind --tool=callgrind`` with two --sends counts and take the difference) do not. The
 broker is a real BrokerRole on a temporary store, driven through SendMessageProcessor and
 PullMessageProcessor the way the server's read loop calls them, without sockets and without
-the store's threads (nothing runs but the measured calls). Imports rmqd from the path, so the
-same script measures another tree (e.g. the commit before the statistics) with PYTHONPATH.
+the store's threads (nothing runs but the measured calls).
+
+Another tree (e.g. the commit before the statistics) is measured with ``--rmqd-from DIR``, DIR
+holding an ``rmqd`` package laid out as installed (the editable install's finder is set aside):
+
+    git archive 3c88de4 | tar -x -C /tmp/base && mkdir -p /tmp/base-pkg && cp -r /tmp/base/rmqd /tmp/base-pkg/
+    for d in wire store processors broker spark; do ln -s /tmp/base/$d /tmp/base-pkg/rmqd/$d; done
+    .venv/bin/python scripts/bench_stats.py --rmqd-from /tmp/base-pkg
 """
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 import timeit
 from types import SimpleNamespace
 from typing import Any
 
-from rmqd.broker.broker import BrokerRole
-from rmqd.broker.config import BrokerSettings
-from rmqd.wire.codes import RequestCode
-from rmqd.wire.frame import make_request
-from rmqd.wire.message import encode_properties
 
+def make_role(root: str) -> Any:
+    from rmqd.broker.broker import BrokerRole
+    from rmqd.broker.config import BrokerSettings
 
-def make_role(root: str) -> BrokerRole:
     settings = BrokerSettings()
     settings.apply({"brokerIP1": "127.0.0.1", "brokerName": "bench", "storePathRootDir": root,
                     "mappedFileSizeCommitLog": str(256 * 1024 * 1024), "listenPort": "10911"}, source="bench")
@@ -41,6 +45,10 @@ def make_role(root: str) -> BrokerRole:
 
 
 def send_request(topic: str, body: bytes) -> Any:
+    from rmqd.wire.codes import RequestCode
+    from rmqd.wire.frame import make_request
+    from rmqd.wire.message import encode_properties
+
     props = encode_properties({"UNIQ_KEY": "7F00000100002A9F0000000000000000", "WAIT": "true", "TAGS": "TagA"})
     ext = {"a": "bench-pg", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0",
            "g": str(int(time.time() * 1000)), "h": "0", "i": props, "j": "0", "k": "false", "m": "false",
@@ -49,6 +57,9 @@ def send_request(topic: str, body: bytes) -> Any:
 
 
 def pull_request(topic: str, offset: int) -> Any:
+    from rmqd.wire.codes import RequestCode
+    from rmqd.wire.frame import make_request
+
     ext = {"queueId": "0", "maxMsgNums": "32", "sysFlag": "4", "suspendTimeoutMillis": "0", "commitOffset": "0",
            "topic": topic, "queueOffset": str(offset), "expressionType": "TAG", "subVersion": "0",
            "consumerGroup": "bench-cg", "subscription": "*"}
@@ -70,7 +81,11 @@ def main() -> None:
     ap.add_argument("--sends", type=int, default=20000, help="sends per round")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--only-sends", action="store_true", help="just run --sends sends once (for valgrind)")
+    ap.add_argument("--rmqd-from", metavar="DIR", help="import rmqd from DIR (another tree) instead of the install")
     args = ap.parse_args()
+    if args.rmqd_from:
+        sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+        sys.path.insert(0, args.rmqd_from)
     with tempfile.TemporaryDirectory(prefix="rmqd-bench-stats-") as root:
         role = make_role(root)
         send = role.processors[0]
@@ -103,6 +118,9 @@ def main() -> None:
         empty = timeit.Timer(lambda: None, timer=time.process_time)
         put_ns -= min(empty.repeat(number=100000, repeat=args.rounds)) * 1e4  # the lambda's own call
         role.store.shutdown()
+    import rmqd
+
+    print(f"rmqd from {rmqd.__path__[0]}")
     print(f"CPU per send (processor, 1 KiB): {per_send:.2f} us (best of {args.rounds} x {args.sends})")
     print(f"CPU per pull (32 messages):      {per_pull:.2f} us")
     print(f"broker stats.on_put alone:        {put_ns:.0f} ns ({put_ns / 10 / per_send:.2f} % of a send)")
