@@ -129,6 +129,12 @@ class BrokerConfig:
     autoDeleteUnusedStats: bool = False
     isolateLogEnable: bool = False
     configBlackList: str = "configBlackList;brokerConfigPath"
+    # RocketMQ 5.x BrokerConfig's metrics keys (rmqd exports PROM: broker/metrics.py)
+    metricsExporterType: str = "DISABLE"
+    metricsPromExporterHost: str = ""
+    metricsPromExporterPort: int = 5557
+    metricsLabel: str = ""
+    metricsInDelta: bool = False
     # rmqd: UPDATE_BROKER_CONFIG is refused unless this is true (CVE-2023-33246/37582)
     enableUpdateConfig: bool = False
 
@@ -280,7 +286,27 @@ def validate(settings: BrokerSettings) -> None:
         except ValueError:
             raise ConfigError(f"haBindAddress={ha_bind!r} is not an IP address (the interface the HA port "
                               f"listenPort+1 binds)") from None
+    b.metricsExporterType = metrics_exporter_type(b.metricsExporterType)
+    if not 0 <= b.metricsPromExporterPort <= 65535:
+        raise ConfigError(f"metricsPromExporterPort={b.metricsPromExporterPort} is out of range")
 
 
-__all__ = ["BrokerConfig", "BrokerSettings", "ConfigError", "NettyClientConfig", "NettyServerConfig",
-           "load_broker_settings", "local_address", "read_properties_file", "validate"]
+#: MetricsExporterType (5.x) by ordinal.
+METRICS_EXPORTER_TYPES = ("DISABLE", "OTLP_GRPC", "PROM", "LOG")
+
+
+def metrics_exporter_type(value: Any) -> str:
+    """metricsExporterType by name or ordinal ("PROM" or "2"), as BrokerConfig's setters take it;
+    an unknown name is an error (MetricsExporterType.valueOf), an unknown ordinal DISABLE."""
+    text = str(value).strip()
+    if text.upper() in METRICS_EXPORTER_TYPES:
+        return text.upper()
+    if text.isdigit():
+        n = int(text)
+        return METRICS_EXPORTER_TYPES[n] if n < len(METRICS_EXPORTER_TYPES) else "DISABLE"
+    raise ConfigError(f"metricsExporterType={value!r} is not one of {', '.join(METRICS_EXPORTER_TYPES)}")
+
+
+__all__ = ["BrokerConfig", "BrokerSettings", "ConfigError", "METRICS_EXPORTER_TYPES", "NettyClientConfig",
+           "NettyServerConfig", "load_broker_settings", "local_address", "metrics_exporter_type",
+           "read_properties_file", "validate"]
