@@ -134,15 +134,31 @@ def _namesrv_config(args: argparse.Namespace, port: int | None) -> Any:
 
     config = NamesrvConfig()
     if getattr(args, "config", None) and args.command == "namesrv":
-        unknown = config.update(read_properties_file(args.config))
-        if unknown:
-            raise ConfigError(f"{args.config}: unknown config key {unknown[0]!r}")
+        _load_namesrv_file(config, args.config)
     if args.kv_config:
         config.kvConfigPath = args.kv_config
     if port is not None:
         config.listenPort = port
     _check_port(config.listenPort, "name server port")
     return config
+
+
+def _load_namesrv_file(config: Any, path: str) -> None:
+    """NamesrvStartup's -c: NamesrvConfig and NettyServerConfig keys (listenPort, ...) are set,
+    a bad value is an error naming file and key, any other key gets one warning (4.9 ignores
+    it)."""
+    from rmqd.broker.config import NettyServerConfig, ignored_key_warning, known_keys, read_properties_file
+    from rmqd.store.config import ConfigValueError, apply_properties
+
+    props = read_properties_file(path)
+    try:
+        rest = apply_properties(config, props)
+        ignored = apply_properties(NettyServerConfig(), {key: props[key] for key in rest})
+    except ConfigValueError as exc:
+        raise ConfigError(f"{path}: bad value for {exc.key}: {exc}") from None
+    known = known_keys(type(config), NettyServerConfig)
+    for key in ignored:
+        log.warning("%s", ignored_key_warning(path, key, known=known))
 
 
 def _broker_settings(args: argparse.Namespace, *, store: str | None, port: int | None, host: str | None,
@@ -155,13 +171,12 @@ def _broker_settings(args: argparse.Namespace, *, store: str | None, port: int |
         overrides["brokerIP1"] = host
     if namesrv_addr is not None:
         overrides["namesrvAddr"] = namesrv_addr
-    settings = load_broker_settings(args.config, overrides)
+    # the store root as an override: the warnings about keys 4.9 ignores name the paths used
     if store is not None:
-        settings.store.storePathRootDir = store
-        if args.config is None or "storePathCommitLog" not in _conf_keys(args.config):
-            settings.store.storePathCommitLog = None
+        overrides["storePathRootDir"] = store
     elif args.config is None or "storePathRootDir" not in _conf_keys(args.config):
-        settings.store.storePathRootDir = "./store"
+        overrides["storePathRootDir"] = "./store"
+    settings = load_broker_settings(args.config, overrides)
     settings.store.storePathRootDir = _prepare_store(settings.store.storePathRootDir)
     return settings
 

@@ -107,11 +107,48 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) ->
         assert needle in lines[0]
 
 
-def test_unknown_config_key_is_one_line(tmp_path):
+def test_apache_style_broker_conf_starts_serve_with_one_warning_per_ignored_key(tmp_path):
+    """A tutorial broker.conf (keys RocketMQ 4.9 ignores, the old spelling mapedFileSizeCommitLog)
+    starts rmqd as it starts Apache's broker: one warning line per ignored key naming the file
+    and the key, the store where 4.9 puts it (storePathRootDir), a clean stop."""
+    root, elsewhere = tmp_path / "store", tmp_path / "elsewhere"
     conf = tmp_path / "broker.conf"
-    conf.write_text("brokerName=x\nlistenPrt=10911\n")
-    result = run_once("broker", "-n", "127.0.0.1:9876", "-c", str(conf))
-    assert_one_line_error(result, "listenPrt", str(conf))
+    conf.write_text(f"brokerClusterName=C1\nbrokerName=b1\nbrokerIP1=127.0.0.1\nstorePathRootDir={root}\n"
+                    f"storePathCommitLog={root}/commitlog\nstorePathConsumeQueue={elsewhere}/consumequeue\n"
+                    f"storePathIndex={elsewhere}/index\nstoreCheckpoint={elsewhere}/checkpoint\n"
+                    f"abortFile={elsewhere}/abort\nmapedFileSizeCommitLog=1048576\nmaxHashSlotNum=1000\n"
+                    "maxIndexNum=4000\n")
+    proc = rmqd("serve", "-c", str(conf), "--host", "127.0.0.1", "--namesrv-port", str(free_port()),
+                "--broker-port", str(free_broker_port()), "--kv-config", str(tmp_path / "kv.json"))
+    try:
+        assert f"store={root}" in wait_ready(proc)
+        assert (root / "checkpoint").is_file() and (root / "abort").is_file()
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err
+    assert not elsewhere.exists()
+    lines = err.strip().splitlines()
+    assert len(lines) == 5 and "Traceback" not in err, err
+    for key in ("storePathConsumeQueue", "storePathIndex", "storeCheckpoint", "abortFile", "mapedFileSizeCommitLog"):
+        (line,) = [x for x in lines if f"{conf}: {key} is ignored" in x]
+        assert "WARNING" in line
+
+
+def test_namesrv_conf_takes_netty_keys_and_warns_on_others(tmp_path):
+    conf = tmp_path / "namesrv.conf"
+    port = free_port()
+    conf.write_text(f"listenPort={port}\nserverWorkerThreads=8\norderMessageEnable=true\nrocketmqHome=/opt/rmq\n"
+                    "listenPortt=1\n")
+    proc = rmqd("namesrv", "-c", str(conf), "--host", "127.0.0.1", "--kv-config", str(tmp_path / "kv.json"))
+    try:
+        assert wait_ready(proc) == f"rmqd ready namesrv=127.0.0.1:{port}"
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err
+    (line,) = err.strip().splitlines()
+    assert f"{conf}: listenPortt is ignored" in line and "did you mean listenPort?" in line
+    conf.write_text("serverWorkerThreads=eight\n")
+    assert_one_line_error(run_once("namesrv", "-c", str(conf)), str(conf), "serverWorkerThreads")
 
 
 def test_bad_config_value_and_missing_file(tmp_path):
