@@ -3,15 +3,18 @@ exit 0, one-line errors with a non-zero exit and never a traceback."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 
 import pytest
 import trio
 
 from rmqd.broker.remoting_client import RemotingClient
-from support import REPO, free_broker_port, free_port, rmqd, run_once, stop, wait_ready
+from support import REPO, free_broker_port, free_port, rmqd, rmqd_command, run_once, stop, wait_ready
 from rmqd.wire.bodies import ClusterInfo
 from rmqd.wire.codes import RequestCode, ResponseCode
 from rmqd.wire.frame import make_request
@@ -263,3 +266,88 @@ def test_two_broker_names_and_a_slave_register_with_one_name_server(tmp_path):
             code, err = stop(proc)
             assert code == 0, err
         stop(ns)
+
+
+def test_version():
+    from importlib.metadata import version
+
+    result = run_once("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"rmqd {version('rmqd')}"
+
+
+def test_spark_help_lists_its_commands():
+    result = run_once("spark", "--help")
+    assert result.returncode == 0, result.stderr
+    for word in ("verify", "export", "package", "pip install 'rmqd[spark]'"):
+        assert word in result.stdout
+    assert run_once("spark", "package", "--help").returncode == 0
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_log_level_before_or_after_the_subcommand(tmp_path, where):
+    args = ["namesrv", "--host", "127.0.0.1", "--port", "0", "--kv-config", str(tmp_path / "kv.json")]
+    level = ["--log-level", "INFO"]
+    proc = rmqd(*(level + args if where == "before" else args + level))
+    wait_ready(proc)
+    code, err = stop(proc)
+    assert code == 0 and "INFO rmqd: received SIGTERM, shutting down" in err, err
+
+
+def test_log_level_after_a_spark_subcommand_is_rmqd_s(tmp_path):
+    """`rmqd spark package OUT --log-level DEBUG`: the option is taken by rmqd, not handed to
+    the Spark command (whose parser would refuse it)."""
+    result = run_once("spark", "package", str(tmp_path / "rmqd.zip"), "--log-level", "DEBUG")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "rmqd.zip").is_file()
+
+
+@pytest.mark.parametrize("command", ["verify", "export"])
+def test_spark_without_the_spark_extra_prints_the_install_hint(tmp_path, command):
+    """Simulated as a user without `rmqd[spark]` meets it: pyspark cannot be imported."""
+    store = REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "store"
+    argv = ["spark", command, str(store)] + ([str(tmp_path / "out")] if command == "export" else [])
+    code = ("import sys; sys.modules['pyspark'] = None\n"
+            "from rmqd.broker.cli import main\n"
+            f"sys.exit(main({argv!r}))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"rmqd spark {command}: needs rmqd's spark extra: pip install 'rmqd[spark]' (no module named 'pyspark')"]
+
+
+def test_store_verify_takes_the_store_from_the_conf(tmp_path):
+    """`rmqd store verify -c broker.conf` alone verifies the store that `rmqd serve -c` would
+    use: storePathRootDir (and its storePathCommitLog), else ./store of the working directory."""
+    store = (REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "store").resolve()
+    keep = [line for line in FIXTURE_CONF.read_text().splitlines() if not line.startswith("storePath")]
+    conf = tmp_path / "broker.conf"
+    conf.write_text("\n".join(keep + [f"storePathRootDir={store}", f"storePathCommitLog={store}/commitlog"]) + "\n")
+    result = run_once("store", "verify", "-c", str(conf))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().endswith(f"store {store}: OK")
+    # without storePathRootDir: ./store, as for serve
+    bare = tmp_path / "bare.conf"
+    bare.write_text("\n".join(keep) + "\n")
+    work = tmp_path / "work"
+    shutil.copytree(store, work / "store")
+    result = run_once("store", "verify", "-c", str(bare), cwd=work)
+    assert result.returncode == 0 and result.stdout.strip().endswith("store store: OK"), result.stdout + result.stderr
+    # the commit log where the conf puts it
+    moved = tmp_path / "moved"
+    shutil.copytree(store, moved)
+    (moved / "commitlog").rename(tmp_path / "cl")
+    conf.write_text("\n".join(keep + [f"storePathRootDir={moved}", f"storePathCommitLog={tmp_path / 'cl'}"]) + "\n")
+    assert run_once("store", "verify", "-c", str(conf)).returncode == 0
+    assert_one_line_error(run_once("store", "verify"), "store directory or -c broker.conf")
+
+
+def test_store_verify_progress_is_plain_lines_off_a_terminal(tmp_path):
+    store = REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "store"
+    result = subprocess.run(rmqd_command("store", "verify", str(store)), capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, RMQD_PROGRESS_INTERVAL="0"))
+    assert result.returncode == 0
+    lines = result.stderr.splitlines()
+    assert len(lines) > 3 and all(line.startswith(f"verifying {store}: ") for line in lines), result.stderr
+    assert "\r" not in result.stderr and lines[-1].startswith(f"verifying {store}: 100% (")
+    quiet = run_once("store", "verify", str(store))  # the default interval: a short verify says nothing
+    assert quiet.returncode == 0 and quiet.stderr == ""
