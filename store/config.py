@@ -7,7 +7,6 @@ broker.conf onto this class one to one and an operator's existing file keeps its
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
@@ -184,13 +183,18 @@ class ConfigValueError(ValueError):
         self.key, self.raw, self.typ = key, raw, typ
 
 
-@functools.cache
+_FIELD_TYPES: dict[type, dict[str, str]] = {}
+
+
 def field_types(cls: type) -> dict[str, str]:
     """Field name -> annotation text of a config dataclass (the keys a properties file may set)."""
-    return {f.name: str(f.type) for f in dataclasses.fields(cls)}
+    types = _FIELD_TYPES.get(cls)
+    if types is None:
+        types = _FIELD_TYPES[cls] = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+    return types
 
 
-def apply_properties(target: Any, values: Mapping[str, Any]) -> list[str]:
+def apply_properties(target: object, values: Mapping[str, Any]) -> list[str]:
     """Apply RocketMQ key=value strings onto a config dataclass, each converted to its field's
     type (see convert_value); returns the keys the class does not have, in order, untouched.
     A bad value raises ConfigValueError before anything after it is set."""

@@ -33,7 +33,7 @@ from rmqd.store.indexfile import (HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER
                              build_key, index_key_hash)
 from rmqd.wire import fastjson
 from rmqd.wire.names import topic_remark
-from rmqd.wire.message import (BLANK_MAGIC_CODE, MessageConst, MessageRecord, MessageSysFlag, RecordError,
+from rmqd.wire.message import (BLANK_MAGIC_CODE, MessageConst, MessageRecord, MessageSysFlag, ReadableBuffer, RecordError,
                           decode_record)
 
 Progress = Callable[[int, int], None]
@@ -76,7 +76,7 @@ def _is_offset_name(name: str, digits: int = 20) -> bool:
     return len(name) == digits and name.isdigit()
 
 
-def _first_nonzero(buf, start: int, end: int, at: Callable[[int], None] | None = None) -> int:
+def _first_nonzero(buf: ReadableBuffer, start: int, end: int, at: Callable[[int], None] | None = None) -> int:
     """Position of the first non-zero byte in buf[start:end], or -1; ``at(pos)`` is told how
     far the scan has come, chunk by chunk."""
     chunk = 1 << 20
@@ -177,7 +177,7 @@ class _Verifier:
                 if isinstance(buf, mmap.mmap):
                     buf.close()
 
-    def _walk_file(self, path: Path, buf, base: int) -> int | None:
+    def _walk_file(self, path: Path, buf: ReadableBuffer, base: int) -> int | None:
         """Check records; returns the end-of-data position, or None if the file is full."""
         n = len(buf)
         pos = 0
@@ -326,7 +326,7 @@ class _Verifier:
                 if isinstance(buf, mmap.mmap):
                     buf.close()
 
-    def _index_file(self, p: Path, buf, slots: int, entries: int) -> None:
+    def _index_file(self, p: Path, buf: ReadableBuffer, slots: int, entries: int) -> None:
         begin_ts, end_ts, begin_phy, end_phy, slot_count, count = _HEADER.unpack_from(buf, 0)
         if count <= 0:
             count = 1
@@ -592,10 +592,10 @@ def dump(store_dir: str | os.PathLike, topic: str | None = None, queue: int | No
                 return
             if is_pre_blank(u) or u.commit_log_offset < min_phy:
                 continue
-            rec = _read_record(files, u.commit_log_offset)
-            if rec is None:
+            found = _read_record(files, u.commit_log_offset)
+            if found is None:
                 return
-            yield message_to_json(rec, u.commit_log_offset)
+            yield message_to_json(found, u.commit_log_offset)
 
 
 __all__ = ["Problem", "verify", "dump", "infer_config", "message_to_json"]
