@@ -418,10 +418,11 @@ class DeleteTopicRequestHeader(CommandHeader):
 
 @_header
 class EndTransactionRequestHeader(RpcRequestHeader):
-    producerGroup: str | None = required(STRING)
-    tranStateTableOffset: int | None = required(LONG)
-    commitLogOffset: int | None = required(LONG)
-    commitOrRollback: int | None = required(INT)
+    # (required: from_ext never leaves them None, so typed without it)
+    producerGroup: str = required(STRING)
+    tranStateTableOffset: int = required(LONG)
+    commitLogOffset: int = required(LONG)
+    commitOrRollback: int = required(INT)
     fromTransactionCheck: bool = optional(BOOL, False)
     msgId: str | None = required(STRING)
     transactionId: str | None = optional(STRING)
