@@ -368,7 +368,7 @@ def _run_repair_config(args: argparse.Namespace) -> int:
     given = args.store_dir or args.store_opt
     if given is None and settings is None:
         raise CliError("repair-config needs the store directory or -c broker.conf")
-    store_dir = Path(given or settings.store.storePathRootDir).expanduser()
+    store_dir = Path(given or (settings.store.storePathRootDir if settings is not None else "")).expanduser()
     if not store_dir.is_dir():
         raise CliError(f"store {store_dir} does not exist or is not a directory")
     config = None

@@ -21,7 +21,7 @@ import logging
 import socket
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
 import trio
 
@@ -397,7 +397,7 @@ class Dispatcher:
         self._handlers[int(code)] = handler
         self._inline.pop(int(code), None)
 
-    def register_many(self, table: dict[int, Handler]) -> None:
+    def register_many(self, table: Mapping[int, Handler]) -> None:
         for code, handler in table.items():
             self.register(code, handler)
 
@@ -629,6 +629,7 @@ class Dispatcher:
         sock = channel._sock
         ctx = RequestContext(channel, self)
         wait_readable = trio.lowlevel.wait_readable
+        data: bytes | bytearray
         try:
             while True:
                 if sock is not None:
