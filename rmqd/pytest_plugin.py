@@ -267,6 +267,7 @@ def _start_subprocess(base: Path, conf: dict[str, str], timeout: float) -> RmqdB
         text = log_path.read_text(errors="replace")
         if "listenPort" in given or attempt == _PORT_TRIES - 1 or "address already in use" not in text:
             raise RuntimeError(f"rmqd serve did not start (exit code {proc.returncode}): {text[-2000:]}")
+    assert line is not None  # (the loop breaks on a ready line or raises)
     fields = dict(part.split("=", 1) for part in line.split()[2:])
 
     def stop() -> None:

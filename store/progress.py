@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from types import TracebackType
-from typing import Any, TextIO
+from typing import Protocol, TextIO
 
 #: seconds between plain progress lines when the output is not a terminal
 DEFAULT_INTERVAL_S = 10.0
@@ -27,6 +27,19 @@ def _interval_from_env() -> float:
         return max(0.0, float(raw)) if raw else DEFAULT_INTERVAL_S
     except ValueError:
         return DEFAULT_INTERVAL_S
+
+
+class _Bar(Protocol):
+    """The parts of a tqdm bar used here."""
+
+    total: float
+    n: float
+
+    def update(self, n: float = 1) -> bool | None: ...
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def _human(n: float, unit: str) -> str:
@@ -52,7 +65,7 @@ class ProgressReporter:
         self.unit = unit
         self.stream: TextIO = stream if stream is not None else sys.stderr
         self.interval_s = _interval_from_env() if interval_s is None else interval_s
-        self._bar: Any = None
+        self._bar: _Bar | None = None
         self._last_line = time.monotonic()
         self._last: tuple[int, int] | None = None
         self._shown: tuple[int, int] | None = None
@@ -110,7 +123,7 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
-def _make_bar(desc: str, unit: str, stream: TextIO) -> Any:
+def _make_bar(desc: str, unit: str, stream: TextIO) -> _Bar | None:
     try:
         from tqdm import tqdm
     except ImportError:  # shipped without rmqd's dependencies (a --py-files zip): plain lines
