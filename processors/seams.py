@@ -187,8 +187,8 @@ class SendBroker(RetryBroker, Protocol):
     def put_half_message(self, msg: MessageExtBrokerInner) -> PutMessageResult: ...
 
 
-class PullBroker(StoreBroker, Protocol):
-    """PULL_MESSAGE: subscriptions, filters, offsets, long polling, the counters."""
+class BrokerTables(StoreBroker, Protocol):
+    """Pulls and the admin codes: the topic, group, consumer and offset tables, the counters."""
 
     @property
     def topic_config_manager(self) -> TopicConfigManager: ...
@@ -199,11 +199,16 @@ class PullBroker(StoreBroker, Protocol):
     @property
     def consumer_offset_manager(self) -> ConsumerOffsetManager: ...
     @property
+    def stats(self) -> StatsView: ...
+
+
+class PullBroker(BrokerTables, Protocol):
+    """PULL_MESSAGE: subscriptions, filters, offsets, long polling, the counters."""
+
+    @property
     def consumer_filter_manager(self) -> ConsumerFilterManager: ...
     @property
     def pull_hold_service(self) -> PullRequestHoldService: ...
-    @property
-    def stats(self) -> StatsView: ...
 
     def generate_offset_moved_event(self, group: str, topic: str, queue_id: int, offset_request: int,
                                     offset_new: int) -> None: ...
@@ -227,21 +232,11 @@ class ClientBroker(Protocol):
     def compile_expression_error(self, expression_type: str | None, text: str | None) -> str | None: ...
 
 
-class AdminBroker(StoreBroker, Protocol):
+class AdminBroker(BrokerTables, Protocol):
     """The admin codes mqadmin and the consoles send: topics, groups, offsets, config, stats."""
 
     @property
-    def topic_config_manager(self) -> TopicConfigManager: ...
-    @property
-    def subscription_group_manager(self) -> SubscriptionGroupManager: ...
-    @property
-    def consumer_manager(self) -> ConsumerManager: ...
-    @property
     def producer_manager(self) -> ProducerManager: ...
-    @property
-    def consumer_offset_manager(self) -> ConsumerOffsetManager: ...
-    @property
-    def stats(self) -> StatsView: ...
     @property
     def allow_config_update(self) -> bool: ...
 
@@ -267,6 +262,6 @@ class AdminBroker(StoreBroker, Protocol):
     def remain_to_flush(self) -> int: ...
 
 
-__all__ = ["AdminBroker", "BrokerConfigView", "ClientBroker", "ConsumerBroker", "Context", "PeerChannel",
+__all__ = ["AdminBroker", "BrokerConfigView", "BrokerTables", "ClientBroker", "ConsumerBroker", "Context", "PeerChannel",
            "PullBroker", "QueryBroker", "RequestHandler", "RequestProcessor", "RetryBroker", "SendBroker", "StatsView",
            "StoreBroker", "TransactionBroker"]
