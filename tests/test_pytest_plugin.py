@@ -165,3 +165,21 @@ def test_bad_subprocess(rmqd_broker):
     result.stdout.fnmatch_lines(["E *ConfigError: rmqd conf: defaultTopicQueueNums='many' is not a whole number",
                                  "E *RuntimeError: rmqd serve did not start (exit code 1): rmqd: *broker.conf: "
                                  "defaultTopicQueueNums='many' is not a whole number"])
+
+
+def test_the_documented_example_runs(pytester):
+    """docs/usage.md's example, as printed, with the official C++ client's wheel."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    if subprocess.run([sys.executable, "-c", "import rocketmq.client"], capture_output=True).returncode != 0:
+        if os.environ.get("RMQD_REQUIRE_ALL"):
+            pytest.fail("the C++ client wheel (PyPI rocketmq) does not import")
+        pytest.skip("the C++ client wheel (PyPI rocketmq) does not import")
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "usage.md").read_text(encoding="utf-8")
+    section = docs[docs.index("## Testing with rmqd"):]
+    example = re.search(r"^```python\n(.*?)^```$", section, re.S | re.M).group(1)
+    pytester.makepyfile(test_documented=example)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q").assert_outcomes(passed=3)
