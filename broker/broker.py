@@ -51,6 +51,7 @@ from rmqd.processors.lock import LockProcessor, RebalanceLockManager
 from rmqd.processors.pull import PullMessageProcessor, PullRequestHoldService
 from rmqd.processors.query import QueryMessageProcessor
 from rmqd.processors.retry import ConsumerSendMsgBackProcessor
+from rmqd.processors.seams import RequestProcessor
 from rmqd.processors.send import SendMessageProcessor
 from rmqd.processors.transaction import (
     EndTransactionProcessor, TransactionalMessageCheckService, TransactionalMessageService,
@@ -125,7 +126,8 @@ class BrokerRole:
             create_topic=self.create_topic_in_send_message_back_method,
             file_reserved_time_hours=int(settings.store.fileReservedTime))
         self.transaction_check_service = TransactionalMessageCheckService(self, self.transaction_service)
-        self.processors = [SendMessageProcessor(self), PullMessageProcessor(self), ConsumerManageProcessor(self),
+        self.processors: list[RequestProcessor] = [
+                           SendMessageProcessor(self), PullMessageProcessor(self), ConsumerManageProcessor(self),
                            ClientManageProcessor(self), AdminBrokerProcessor(self),
                            LockProcessor(self.rebalance_lock_manager), QueryMessageProcessor(self),
                            ConsumerSendMsgBackProcessor(self), AdminObserveProcessor(self),

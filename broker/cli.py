@@ -39,12 +39,19 @@ class CliError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from rmqd import __version__
+
+    # --log-level is taken before or after the sub-command: the sub-commands' copy leaves the
+    # value alone unless given (SUPPRESS), so the top-level default (RMQD_LOG_LEVEL) stands
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--log-level", default=argparse.SUPPRESS, help="logging level for stderr (default WARNING)")
     parser = argparse.ArgumentParser(prog="rmqd", description="A drop-in broker for Apache RocketMQ 4.9.x clients.")
     parser.add_argument("--log-level", default=os.environ.get("RMQD_LOG_LEVEL", "WARNING"),
                         help="logging level for stderr (default WARNING)")
+    parser.add_argument("--version", action="version", version=f"rmqd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    serve = sub.add_parser("serve", help="run a name server and one broker in one process")
+    serve = sub.add_parser("serve", parents=[common], help="run a name server and one broker in one process")
     serve.add_argument("--store", help="store directory (storePathRootDir; default ./store)")
     serve.add_argument("--namesrv-port", type=int, default=None, help="name server port (default 9876)")
     serve.add_argument("--broker-port", type=int, default=None, help="broker listenPort (default 10911; fast port = -2)")
@@ -52,44 +59,69 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("-c", "--config", help="broker.conf (RocketMQ keys)")
     serve.add_argument("--kv-config", help="name server kvConfig.json (default ~/namesrv/kvConfig.json)")
 
-    ns = sub.add_parser("namesrv", help="run a name server")
+    ns = sub.add_parser("namesrv", parents=[common], help="run a name server")
     ns.add_argument("--port", type=int, default=None, help="listen port (default 9876)")
     ns.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     ns.add_argument("-c", "--config", help="namesrv properties file (NamesrvConfig keys)")
     ns.add_argument("--kv-config", help="kvConfig.json (default ~/namesrv/kvConfig.json)")
 
-    br = sub.add_parser("broker", help="run a broker that registers with name servers")
+    br = sub.add_parser("broker", parents=[common], help="run a broker that registers with name servers")
     br.add_argument("-n", "--namesrv-addr", help="name servers, host:port[;host:port] (namesrvAddr)")
     br.add_argument("-c", "--config", help="broker.conf (RocketMQ keys)")
     br.add_argument("--store", help="store directory (storePathRootDir)")
     br.add_argument("--port", type=int, default=None, help="listenPort (default 10911; fast port = -2)")
     br.add_argument("--host", default=None, help="address to listen on (default 0.0.0.0); also brokerIP1")
 
-    st = sub.add_parser("store", help="offline store tools")
+    st = sub.add_parser("store", parents=[common], help="offline store tools")
     st_sub = st.add_subparsers(dest="store_command", metavar="STORE_COMMAND")
-    verify = st_sub.add_parser("verify", help="check every record, consume-queue unit and index entry")
-    verify.add_argument("store_dir")
-    verify.add_argument("-c", "--config", help="broker.conf the store was written with (file sizes, messageDelayLevel)")
+    verify = st_sub.add_parser("verify", parents=[common],
+                               help="check every record, consume-queue unit and index entry")
+    verify.add_argument("store_dir", nargs="?", help="store directory (default: the store of -c, as `rmqd serve -c` "
+                                                     "uses it)")
+    verify.add_argument("-c", "--config", help="broker.conf the store was written with (storePathRootDir, "
+                                               "storePathCommitLog, file sizes, messageDelayLevel)")
     verify.add_argument("--against", metavar="OTHER", help="also compare the commit log byte for byte with the store "
                                                           "OTHER (a replica, a copy) where both have data")
-    repair = st_sub.add_parser("repair-config", help="move damaged config/*.json aside; restore from .bak or "
-                                                     "rebuild topics and groups from consumequeue/; with -c "
-                                                     "and aclEnable=true, the acl yml files too")
+    repair = st_sub.add_parser("repair-config", parents=[common],
+                               help="move damaged config/*.json aside; restore from .bak or "
+                                    "rebuild topics and groups from consumequeue/; with -c "
+                                    "and aclEnable=true, the acl yml files too")
     repair.add_argument("store_dir", nargs="?", help="store directory (default: storePathRootDir of -c)")
     repair.add_argument("--store", dest="store_opt", help="store directory (same as the positional argument)")
     repair.add_argument("-c", "--config", help="broker.conf of the store (storePathRootDir, brokerName, ...)")
-    dump = st_sub.add_parser("dump", help="print the stored messages as JSON lines")
+    dump = st_sub.add_parser("dump", parents=[common], help="print the stored messages as JSON lines")
     dump.add_argument("store_dir")
     dump.add_argument("--topic")
     dump.add_argument("--queue", type=int)
 
+    # The spark sub-commands parse their own arguments (spark/cli.py, also run by spark-submit):
+    # everything after the sub-command is handed over as it is.
     sp = sub.add_parser("spark", help="verify or export a store with PySpark (needs the spark extra)",
-                        add_help=False)
-    sp.add_argument("spark_command", metavar="SPARK_COMMAND", nargs="?", choices=("verify", "export", "package"),
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        description="PySpark jobs over a store (verify, export need rmqd's spark extra:\n"
+                                    "pip install 'rmqd[spark]'). `rmqd spark SPARK_COMMAND --help` for each.")
+    sp.add_argument("spark_command", metavar="SPARK_COMMAND", nargs="?", choices=SPARK_COMMANDS,
                     help="verify STORE [--against OTHER] [--master URL] | export STORE OUT --format parquet"
                          " | package OUT.zip (for spark-submit --py-files)")
-    sp.add_argument("spark_args", nargs=argparse.REMAINDER)
+    sp.add_argument("spark_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser
+
+
+SPARK_COMMANDS = ("verify", "export", "package")
+
+
+def _take_log_level(args: argparse.Namespace) -> None:
+    """`rmqd spark verify STORE --log-level DEBUG`: the option is rmqd's, not the Spark job's."""
+    rest: list[str] = []
+    it = iter(args.spark_args or [])
+    for arg in it:
+        if arg == "--log-level":
+            args.log_level = next(it, args.log_level)
+        elif arg.startswith("--log-level="):
+            args.log_level = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+    args.spark_args = rest
 
 
 # --------------------------------------------------------------------------------------------
@@ -135,15 +167,31 @@ def _namesrv_config(args: argparse.Namespace, port: int | None) -> Any:
 
     config = NamesrvConfig()
     if getattr(args, "config", None) and args.command == "namesrv":
-        unknown = config.update(read_properties_file(args.config))
-        if unknown:
-            raise ConfigError(f"{args.config}: unknown config key {unknown[0]!r}")
+        _load_namesrv_file(config, args.config)
     if args.kv_config:
         config.kvConfigPath = args.kv_config
     if port is not None:
         config.listenPort = port
     _check_port(config.listenPort, "name server port")
     return config
+
+
+def _load_namesrv_file(config: Any, path: str) -> None:
+    """NamesrvStartup's -c: NamesrvConfig and NettyServerConfig keys (listenPort, ...) are set,
+    a bad value is an error naming file and key, any other key gets one warning (4.9 ignores
+    it)."""
+    from rmqd.broker.config import NettyServerConfig, ignored_key_warning, known_keys, read_properties_file
+    from rmqd.store.config import ConfigValueError, apply_properties
+
+    props = read_properties_file(path)
+    try:
+        rest = apply_properties(config, props)
+        ignored = apply_properties(NettyServerConfig(), {key: props[key] for key in rest})
+    except ConfigValueError as exc:
+        raise ConfigError(f"{path}: bad value for {exc.key}: {exc}") from None
+    known = known_keys(type(config), NettyServerConfig)
+    for key in ignored:
+        log.warning("%s", ignored_key_warning(path, key, known=known))
 
 
 def _broker_settings(args: argparse.Namespace, *, store: str | None, port: int | None, host: str | None,
@@ -156,13 +204,12 @@ def _broker_settings(args: argparse.Namespace, *, store: str | None, port: int |
         overrides["brokerIP1"] = host
     if namesrv_addr is not None:
         overrides["namesrvAddr"] = namesrv_addr
-    settings = load_broker_settings(args.config, overrides)
+    # the store root as an override: the warnings about keys 4.9 ignores name the paths used
     if store is not None:
-        settings.store.storePathRootDir = store
-        if args.config is None or "storePathCommitLog" not in _conf_keys(args.config):
-            settings.store.storePathCommitLog = None
+        overrides["storePathRootDir"] = store
     elif args.config is None or "storePathRootDir" not in _conf_keys(args.config):
-        settings.store.storePathRootDir = "./store"
+        overrides["storePathRootDir"] = "./store"
+    settings = load_broker_settings(args.config, overrides)
     settings.store.storePathRootDir = _prepare_store(settings.store.storePathRootDir)
     return settings
 
@@ -267,7 +314,13 @@ def _run_store(args: argparse.Namespace) -> int:
         raise CliError("store needs a sub-command: verify, dump or repair-config")
     if args.store_command == "repair-config":
         return _run_repair_config(args)
-    store_dir = Path(args.store_dir)
+    config = load_broker_settings(args.config).store if getattr(args, "config", None) else None
+    if args.store_dir is None:
+        if config is None:
+            raise CliError(f"store {args.store_command} needs the store directory or -c broker.conf")
+        store_dir = Path(_conf_store_root(args.config, config))
+    else:
+        store_dir = Path(args.store_dir)
     if not store_dir.is_dir():
         raise CliError(f"store {store_dir} does not exist or is not a directory")
     try:
@@ -275,10 +328,12 @@ def _run_store(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CliError(f"store tools are not available: {exc}") from None
     if args.store_command == "verify":
+        from rmqd.store.progress import ProgressReporter
+
         count = 0
-        config = load_broker_settings(args.config).store if args.config else None
-        progress = _progress_bar() if sys.stderr.isatty() else None
-        for problem in tools.verify(str(store_dir), config, progress=progress):
+        with ProgressReporter(f"verifying {store_dir}") as progress:
+            problems = tools.verify(str(store_dir), config, progress=progress)
+        for problem in problems:
             count += 1
             print(_problem_line(problem))
         if args.against:
@@ -314,7 +369,7 @@ def _run_repair_config(args: argparse.Namespace) -> int:
     given = args.store_dir or args.store_opt
     if given is None and settings is None:
         raise CliError("repair-config needs the store directory or -c broker.conf")
-    store_dir = Path(given or settings.store.storePathRootDir).expanduser()
+    store_dir = Path(given or (settings.store.storePathRootDir if settings is not None else "")).expanduser()
     acl = settings is not None and settings.broker.aclEnable
     if not store_dir.is_dir() and not acl:
         raise CliError(f"store {store_dir} does not exist or is not a directory")
@@ -342,15 +397,9 @@ def _run_repair_config(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _progress_bar() -> Callable[[int, int], None]:
-    """A one-line bar on the terminal; verify of a large store takes a while."""
-    def show(done: int, total: int) -> None:
-        frac = done / total if total else 1.0
-        filled = int(frac * 30)
-        end = "\n" if done >= total else ""
-        sys.stderr.write(f"\rverifying [{'#' * filled}{'.' * (30 - filled)}] {frac:6.1%}{end}")
-        sys.stderr.flush()
-    return show
+def _conf_store_root(conf: str, config: Any) -> str:
+    """The store `rmqd serve -c conf` would use: storePathRootDir, else ./store."""
+    return str(config.storePathRootDir) if "storePathRootDir" in _conf_keys(conf) else "./store"
 
 
 def _run_spark(args: argparse.Namespace) -> int:
@@ -420,6 +469,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or usage error (2): argparse printed it already
         return int(exc.code or 0)
+    if args.command == "spark":
+        _take_log_level(args)
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command is None:

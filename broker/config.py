@@ -2,26 +2,33 @@
 
 A broker.conf (java.util.Properties syntax) is applied, as BrokerStartup does, to every
 config class that has the key: BrokerConfig, NettyServerConfig (listenPort, ...),
-NettyClientConfig and the store's MessageStoreConfig (store/config.py). Unlike RocketMQ, a
-key no class knows is an error naming the file and the key — a typo must not silently
-leave a default in place. Relative paths (storePathRootDir=./store) are relative to the
+NettyClientConfig and the store's MessageStoreConfig (store/config.py). A key no class has a
+setter for is ignored by RocketMQ 4.9, so an existing broker.conf (tutorial ones carry
+storePathConsumeQueue, storeCheckpoint, the old spelling mapedFileSizeCommitLog, ...) starts
+rmqd too: each such key gets one warning naming the file and the key, with what 4.9 does
+instead (a typo must not silently leave a default in place). A bad value of a known key is an
+error naming file and key. Relative paths (storePathRootDir=./store) are relative to the
 working directory, as with RocketMQ.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import ipaddress
+import logging
 import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from rmqd.store.config import ConfigValueError, MessageStoreConfig, apply_properties
 from rmqd.wire.bodies import PERM_READ, PERM_WRITE, format_properties, parse_properties
 
 _CPUS = os.cpu_count() or 1
+
+log = logging.getLogger("rmqd.config")
 
 
 class ConfigError(ValueError):
@@ -206,9 +213,14 @@ class BrokerSettings:
     def ha_server_addr(self) -> str:
         return f"{self.broker.brokerIP2}:{self.store.haListenPort}"
 
-    def apply(self, props: Mapping[str, str], source: str = "config") -> None:
-        """Set every key on each class that has it; unknown keys and bad values raise ConfigError."""
+    def apply(self, props: Mapping[str, str], source: str = "config", *,
+              unknown: Literal["error", "ignore"] = "error") -> list[str]:
+        """Set every key on each class that has it; a bad value raises ConfigError. A key no class
+        has raises ConfigError (``unknown="error"``: UPDATE_BROKER_CONFIG, tests) or, as
+        BrokerStartup ignores it, is skipped (``unknown="ignore"``: a broker.conf, whose caller
+        warns with ignored_key_warning once the paths are settled). Returns the skipped keys."""
         targets = [self.broker, self.netty_server, self.netty_client, self.store]
+        ignored: list[str] = []
         for key, raw in props.items():
             hit = False
             for target in targets:
@@ -217,8 +229,13 @@ class BrokerSettings:
                         hit = True
                 except ConfigValueError as exc:
                     raise ConfigError(_bad_value(source, target is self.store, exc)) from None
-            if not hit:
-                raise ConfigError(f"{source}: unknown config key {key!r}")
+            if hit:
+                _check_supported(source, key, self)
+            elif key not in STARTUP_KEYS:
+                if unknown == "error":
+                    raise ConfigError(f"{source}: unknown config key {key!r}")
+                ignored.append(key)
+        return ignored
 
     def all_properties(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -228,6 +245,63 @@ class BrokerSettings:
 
     def to_properties(self) -> str:
         return format_properties(self.all_properties())
+
+
+#: keys BrokerStartup reads from broker.conf besides the config classes' setters
+#: (properties2SystemEnv: the address-server lookup used with fetchNamesrvAddrByAddressServer)
+STARTUP_KEYS = frozenset({"rmqAddressServerDomain", "rmqAddressServerSubGroup"})
+
+#: MessageStoreConfig's MULTI_PATH_SPLITTER (system property rocketmq.broker.multiPathSplitter)
+MULTI_PATH_SPLITTER = ","
+
+#: path keys of older and tutorial broker.conf files that 4.9 has no setter for: it derives
+#: each path from storePathRootDir (StorePathConfigHelper); key -> the path really used
+DERIVED_PATH_KEYS: dict[str, Callable[[MessageStoreConfig], str]] = {
+    "storePathConsumeQueue": MessageStoreConfig.get_store_path_consume_queue,
+    "storePathIndex": MessageStoreConfig.get_store_path_index,
+    "storeCheckpoint": MessageStoreConfig.get_store_checkpoint,
+    "abortFile": MessageStoreConfig.get_abort_file,
+}
+
+
+def known_keys(*classes: type) -> list[str]:
+    """Every key a properties file may set on ``classes`` (default: a broker.conf's four
+    config classes): their fields and setter aliases."""
+    keys: set[str] = set() if classes else set(STARTUP_KEYS)
+    for cls in classes or (BrokerConfig, NettyServerConfig, NettyClientConfig, MessageStoreConfig):
+        keys.update(f.name for f in dataclasses.fields(cls))
+        keys.update(getattr(cls, "SETTER_KEYS", {}))
+    return sorted(keys)
+
+
+def ignored_key_warning(source: str, key: str, store: MessageStoreConfig | None = None,
+                        known: list[str] | None = None) -> str:
+    """One line for a key 4.9 ignores: the file, the key and what happens instead (``store``:
+    the settings whose derived paths are really used; ``known``: the keys a near miss may mean,
+    default a broker.conf's)."""
+    known = known if known is not None else known_keys()
+    head = f"{source}: {key} is ignored (RocketMQ 4.9 has no such setting either)"
+    derived = DERIVED_PATH_KEYS.get(key)
+    if derived is not None and store is not None:
+        return f"{head}; it is always {derived(store)}, derived from storePathRootDir"
+    respelled = key.replace("maped", "mapped").replace("Maped", "Mapped")
+    if respelled != key and respelled in known:
+        return f"{head}; 4.9 spells it {respelled}"
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+    if close:
+        return f"{head}; did you mean {close[0]}?"
+    return head
+
+
+def _check_supported(source: str, key: str, settings: BrokerSettings) -> None:
+    """Values 4.9 acts on that rmqd cannot honour: refused rather than silently run otherwise."""
+    store = settings.store
+    if key == "enableDLegerCommitLog" and store.enableDLegerCommitLog:
+        raise ConfigError(f"{source}: enableDLegerCommitLog=true: rmqd has no DLedger commit log "
+                          "(it replicates master/slave, brokerRole and HA)")
+    if key == "storePathCommitLog" and store.storePathCommitLog and MULTI_PATH_SPLITTER in store.storePathCommitLog:
+        raise ConfigError(f"{source}: storePathCommitLog={store.storePathCommitLog!r}: several commit-log "
+                          "directories (MultiPathMappedFileQueue) are not supported by rmqd")
 
 
 def _bad_value(source: str, store_key: bool, exc: ConfigValueError) -> str:
@@ -253,13 +327,18 @@ def read_properties_file(path: str | os.PathLike[str]) -> dict[str, str]:
 
 def load_broker_settings(conf_path: str | os.PathLike[str] | None = None,
                          overrides: Mapping[str, str] | None = None) -> BrokerSettings:
-    """Defaults, then the file, then command-line overrides (all RocketMQ key names)."""
+    """Defaults, then the file, then command-line overrides (all RocketMQ key names). Each file
+    key 4.9 would ignore is logged as one warning (after the overrides: a hint names the path
+    really used)."""
     settings = BrokerSettings()
+    ignored: list[str] = []
     if conf_path is not None:
-        settings.apply(read_properties_file(conf_path), source=str(conf_path))
+        ignored = settings.apply(read_properties_file(conf_path), source=str(conf_path), unknown="ignore")
     if overrides:
         settings.apply(overrides, source="command line")
     validate(settings)
+    for key in ignored:
+        log.warning("%s", ignored_key_warning(str(conf_path), key, settings.store))
     return settings
 
 
@@ -308,5 +387,5 @@ def metrics_exporter_type(value: Any) -> str:
 
 
 __all__ = ["BrokerConfig", "BrokerSettings", "ConfigError", "METRICS_EXPORTER_TYPES", "NettyClientConfig",
-           "NettyServerConfig", "load_broker_settings", "local_address", "metrics_exporter_type",
-           "read_properties_file", "validate"]
+           "NettyServerConfig", "ignored_key_warning", "known_keys", "load_broker_settings", "local_address",
+           "metrics_exporter_type", "read_properties_file", "validate"]

@@ -146,13 +146,13 @@ class BrokerMetrics(Collector):
         dlq = self._family(CounterMetricFamily, "rocketmq_send_to_dlq_messages_total", "Consumer send to DLQ messages",
                            ("consumer_group", "topic", "is_system"))
         for group, by_topic in list(stats.group_get.items()):
-            for topic, rec in list(by_topic.items()):
+            for topic, got in list(by_topic.items()):
                 system = _java_bool(is_system_topic(topic) or is_system_group(group))
-                if rec.times and not is_retry_or_dlq_topic(topic):
-                    self._add(msgs_out, (topic, group, system), rec.msgs)
-                    self._add(bytes_out, (topic, group, system), rec.bytes)
-                if rec.dlq:
-                    self._add(dlq, (group, topic, system), rec.dlq)
+                if got.times and not is_retry_or_dlq_topic(topic):
+                    self._add(msgs_out, (topic, group, system), got.msgs)
+                    self._add(bytes_out, (topic, group, system), got.bytes)
+                if got.dlq:
+                    self._add(dlq, (group, topic, system), got.dlq)
         yield from (msgs_in, bytes_in, size, msgs_out, bytes_out, dlq)
 
     def _connection_metrics(self) -> Iterator[Metric]:
@@ -160,8 +160,8 @@ class BrokerMetrics(Collector):
         producers: dict[tuple[str, str], int] = {}
         for table in list(r.producer_manager.group_channel_table.values()):
             for info in list(table.values()):
-                key = (LanguageCode.of(info.language).name.lower(), _version(info.version))
-                producers[key] = producers.get(key, 0) + 1
+                producer = (LanguageCode.of(info.language).name.lower(), _version(info.version))
+                producers[producer] = producers.get(producer, 0) + 1
         family = self._family(GaugeMetricFamily, "rocketmq_producer_connections", "Producer connections",
                               ("language", "version", "protocol_type"))
         for (language, version), n in producers.items():
@@ -171,8 +171,8 @@ class BrokerMetrics(Collector):
         for group, group_info in list(r.consumer_manager.consumer_table.items()):
             mode = str(getattr(group_info.consume_type, "value", group_info.consume_type) or "").lower()
             for info in list(group_info.channel_info_table.values()):
-                key = (group, LanguageCode.of(info.language).name.lower(), _version(info.version), mode)
-                consumers[key] = consumers.get(key, 0) + 1
+                consumer = (group, LanguageCode.of(info.language).name.lower(), _version(info.version), mode)
+                consumers[consumer] = consumers.get(consumer, 0) + 1
         family = self._family(GaugeMetricFamily, "rocketmq_consumer_connections", "Consumer connections",
                               ("consumer_group", "language", "version", "consume_mode", "protocol_type", "is_system"))
         for (group, language, version, mode), n in consumers.items():

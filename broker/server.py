@@ -21,7 +21,7 @@ import logging
 import socket
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
 import trio
 
@@ -73,7 +73,26 @@ class RemotingConnectError(RemotingError):
 
 
 class RemotingSendRequestError(RemotingError):
-    """The connection failed or closed before the response (RemotingSendRequestException)."""
+    """The connection failed or closed before the response (RemotingSendRequestException).
+
+    ``peer_gone``: the connection was closed (by the peer, or already marked closed) rather than
+    failing otherwise: a client that shuts down with a response in flight (a pull, a
+    heartbeat's answer) is normal and worth a debug line only."""
+
+    def __init__(self, message: str, *, peer_gone: bool = False) -> None:
+        super().__init__(message)
+        self.peer_gone = peer_gone
+
+
+#: what a write to a connection the peer closed raises (EPIPE, ECONNRESET, trio's wrappers)
+_PEER_GONE = (BrokenPipeError, ConnectionResetError, trio.BrokenResourceError, trio.ClosedResourceError)
+
+
+def _log_response_failed(exc: RemotingSendRequestError) -> None:
+    if exc.peer_gone:
+        log.debug("response not sent, the peer has closed the connection: %s", exc)
+    else:
+        log.warning("process request over, but response failed: %s", exc)
 
 
 def exception_simple_desc(exc: BaseException) -> str:
@@ -173,7 +192,7 @@ class Channel:
     async def send(self, cmd: RemotingCommand) -> None:
         """Write one frame (waits while earlier output is still queued: back-pressure)."""
         if self.closed:
-            raise RemotingSendRequestError(f"channel to {self.remote_addr} is closed")
+            raise RemotingSendRequestError(f"channel to {self.remote_addr} is closed", peer_gone=True)
         self.write_nowait(_frame_parts(cmd))
         if self._out:
             await self.drain()
@@ -181,7 +200,7 @@ class Channel:
     def write_nowait(self, parts: Sequence[bytes | bytearray | memoryview]) -> None:
         """Queue frame buffers and write as much as the socket takes now (no waiting)."""
         if self.closed:
-            raise RemotingSendRequestError(f"channel to {self.remote_addr} is closed")
+            raise RemotingSendRequestError(f"channel to {self.remote_addr} is closed", peer_gone=True)
         out = self._out
         for part in parts:
             n = len(part)
@@ -229,13 +248,14 @@ class Channel:
         self._out.clear()
         self._out_bytes = 0
         self._mark_closed(f"write failed: {exc}")
-        raise RemotingSendRequestError(f"send to {self.remote_addr} failed: {exc}") from exc
+        raise RemotingSendRequestError(f"send to {self.remote_addr} failed: {exc}",
+                                       peer_gone=isinstance(exc, _PEER_GONE)) from exc
 
     async def drain(self) -> None:
         """Wait until everything queued is written (one task writes, the others wait)."""
         while self._out:
             if self.closed:
-                raise RemotingSendRequestError(f"channel to {self.remote_addr} is closed")
+                raise RemotingSendRequestError(f"channel to {self.remote_addr} is closed", peer_gone=True)
             if self._flushing:
                 if self._drained is None:
                     self._drained = trio.Event()
@@ -271,7 +291,7 @@ class Channel:
         try:
             await self.drain()
         except RemotingSendRequestError as exc:
-            log.warning("process request over, but response failed: %s", exc)
+            _log_response_failed(exc)
 
     def _drain_soon(self) -> None:
         """Have the queued output written by a background task (the read loop goes on)."""
@@ -377,7 +397,7 @@ class Dispatcher:
         self._handlers[int(code)] = handler
         self._inline.pop(int(code), None)
 
-    def register_many(self, table: dict[int, Handler]) -> None:
+    def register_many(self, table: Mapping[int, Handler]) -> None:
         for code, handler in table.items():
             self.register(code, handler)
 
@@ -542,7 +562,7 @@ class Dispatcher:
                     if channel._out:
                         await channel.drain()
                 except RemotingSendRequestError as exc:
-                    log.warning("process request over, but response failed: %s", exc)
+                    _log_response_failed(exc)
             elif self._after_requests:
                 self._run_after_requests()
         finally:
@@ -616,6 +636,7 @@ class Dispatcher:
         sock = channel._sock
         ctx = RequestContext(channel, self)
         wait_readable = trio.lowlevel.wait_readable
+        data: bytes | bytearray
         try:
             while True:
                 if sock is not None:
@@ -640,7 +661,7 @@ class Dispatcher:
                         try:
                             channel.write_nowait(batch)
                         except RemotingSendRequestError as exc:
-                            log.warning("process request over, but response failed: %s", exc)
+                            _log_response_failed(exc)
                     if self._after_requests:  # after every inline call, whatever ended the chunk
                         self._run_after_requests()
                 if channel.closed:
@@ -650,7 +671,7 @@ class Dispatcher:
                         try:
                             await channel.drain()  # stop reading until the peer reads
                         except RemotingSendRequestError as exc:
-                            log.warning("process request over, but response failed: %s", exc)
+                            _log_response_failed(exc)
                             break
                     else:
                         channel._drain_soon()

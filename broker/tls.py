@@ -189,7 +189,7 @@ def client_context(props: Mapping[str, str] | None = None) -> ssl.SSLContext | N
     return ctx
 
 
-def client_stream_wrapper(props: Mapping[str, str] | None = None):  # type: ignore[no-untyped-def]
+def client_stream_wrapper(props: Mapping[str, str] | None = None):  # noqa: ANN201
     """RemotingClient.stream_wrapper speaking TLS when tls.enable=true, else None."""
     ctx = client_context(props)
     if ctx is None:

@@ -25,6 +25,7 @@ from rmqd.wire import fastjson
 from rmqd.wire.codes import RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_response
 from rmqd.wire.javamap import java_hashmap_order
+from rmqd.processors.seams import Context, RequestHandler
 
 log = logging.getLogger("rmqd.acl")
 
@@ -81,7 +82,7 @@ class AclAdminProcessor:
             return make_response(request, failed_code, failed_remark)
         return make_response(request, ResponseCode.SUCCESS, None)
 
-    async def update_and_create_acl_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def update_and_create_acl_config(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         ak = _field(request, "accessKey")
         config = {
             "accessKey": ak, "secretKey": _field(request, "secretKey"),
@@ -96,14 +97,14 @@ class AclAdminProcessor:
         return await self._run(request, ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED, remark,
                                lambda: self.service.update_account(config))  # type: ignore[union-attr]
 
-    async def delete_acl_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def delete_acl_config(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         ak = _field(request, "accessKey")
         log.info("DeleteAccessConfig called by %s", ctx.remote_addr)
         remark = f"The accesskey[{_jstr(ak)}] corresponding to accessConfig has been deleted failed."
         return await self._run(request, ResponseCode.DELETE_ACL_CONFIG_FAILED, remark,
                                lambda: self.service.delete_account(ak or ""))  # type: ignore[union-attr]
 
-    async def update_global_white_addrs_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def update_global_white_addrs_config(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         addrs = _field(request, "globalWhiteAddrs")
         path = _field(request, "aclFileFullPath")   # missing: the default file, as 4.9.8
         remark = f"The globalWhiteAddresses[{_jstr(addrs)}] has been updated failed."
@@ -111,7 +112,7 @@ class AclAdminProcessor:
         return await self._run(request, ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED, remark,
                                lambda: white is not None and self.service.update_global_white(white, path))  # type: ignore[union-attr]
 
-    async def get_broker_cluster_acl_info(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_broker_cluster_acl_info(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         if self.service is None:
             # 4.9.8 answers nothing here (the client times out); a clear error instead
             return make_response(request, ResponseCode.SYSTEM_ERROR, "acl is not enabled on this broker (aclEnable=false)")
@@ -124,7 +125,7 @@ class AclAdminProcessor:
         }
         return make_response(request, ResponseCode.SUCCESS, None, ext_fields=java_hashmap_order(fields))
 
-    def handlers(self) -> dict[int, Any]:
+    def handlers(self) -> dict[int, RequestHandler]:
         return {
             RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: self.update_and_create_acl_config,
             RequestCode.DELETE_ACL_CONFIG: self.delete_acl_config,

@@ -21,6 +21,7 @@ from rmqd.wire import fastjson
 from rmqd.wire.codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode, version_desc
 from rmqd.wire.errors import WireError
 from rmqd.wire.frame import RemotingCommand, make_response
+from rmqd.processors.seams import AdminBroker, Context, RequestHandler
 
 log = logging.getLogger("rmqd.admin")
 
@@ -45,7 +46,7 @@ def human_readable_bytes(n: int) -> str:
 
 
 class AdminBrokerProcessor:
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: AdminBroker) -> None:
         self.broker = broker
 
     # -- topics ----------------------------------------------------------------------------------
@@ -58,7 +59,7 @@ class AdminBrokerProcessor:
             remark = system_topic_remark(topic or "")
         return None if remark is None else make_response(request, ResponseCode.SYSTEM_ERROR, remark)
 
-    async def update_and_create_topic(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def update_and_create_topic(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.headers import CreateTopicRequestHeader
 
         h = CreateTopicRequestHeader.from_ext(request.ext_fields)
@@ -73,7 +74,7 @@ class AdminBrokerProcessor:
             order=bool(getattr(h, "order", False)))
         return make_response(request, ResponseCode.SUCCESS)
 
-    async def delete_topic(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def delete_topic(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.headers import DeleteTopicRequestHeader
 
         h = DeleteTopicRequestHeader.from_ext(request.ext_fields)
@@ -87,20 +88,20 @@ class AdminBrokerProcessor:
             return make_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
         return _ok(request)
 
-    async def get_all_topic_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_all_topic_config(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         content = self.broker.topic_config_manager.encode()
         if not content:
             return make_response(request, ResponseCode.SYSTEM_ERROR, "No topic in this broker", ext_fields={})
         return make_response(request, ResponseCode.SUCCESS, None, ext_fields={}, body=content.encode("utf-8"))
 
-    async def get_system_topic_list_from_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_system_topic_list_from_broker(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.bodies import TopicList
 
         # TopicValidator's set grows with what TopicConfigManager adds (cluster, broker, reply, trace topics)
         topics = SYSTEM_TOPIC_SET | self.broker.topic_config_manager.system_topics
         return _ok(request, TopicList(topicList=sorted(topics)).encode())
 
-    async def get_topic_stats_info(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_topic_stats_info(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.bodies import MessageQueue, TopicOffset, TopicStatsTable
         from rmqd.wire.headers import GetTopicStatsInfoRequestHeader
 
@@ -119,7 +120,7 @@ class AdminBrokerProcessor:
         return _ok(request, table.encode())
 
     # -- consumers / producers -------------------------------------------------------------------
-    async def get_consume_stats(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_consume_stats(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.processors.admin_observe import consume_stats_of
         from rmqd.wire.bodies import ConsumeStats
         from rmqd.wire.headers import GetConsumeStatsRequestHeader
@@ -144,7 +145,7 @@ class AdminBrokerProcessor:
             stats.consumeTps += one.consumeTps
         return _ok(request, stats.encode())
 
-    async def get_consumer_connection_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_consumer_connection_list(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.bodies import Connection, ConsumerConnection
         from rmqd.wire.headers import GetConsumerConnectionListRequestHeader
 
@@ -164,7 +165,7 @@ class AdminBrokerProcessor:
                                                  version=client.version))
         return _ok(request, body.encode())
 
-    async def get_producer_connection_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_producer_connection_list(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.bodies import Connection
         from rmqd.wire.headers import GetProducerConnectionListRequestHeader
 
@@ -179,7 +180,7 @@ class AdminBrokerProcessor:
                  for c in table.values()]
         return _ok(request, fastjson.dumps({"connectionSet": conns}).encode("utf-8"))
 
-    async def query_topic_consume_by_who(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def query_topic_consume_by_who(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.headers import QueryTopicConsumeByWhoRequestHeader
 
         b = self.broker
@@ -189,13 +190,13 @@ class AdminBrokerProcessor:
         return _ok(request, fastjson.dumps({"groupList": sorted(groups)}).encode("utf-8"))
 
     # -- subscription groups -------------------------------------------------------------------------
-    async def get_all_subscription_group(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_all_subscription_group(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         content = self.broker.subscription_group_manager.encode()
         if not content:
             return make_response(request, ResponseCode.SYSTEM_ERROR, "No subscription group in this broker")
         return _ok(request, content.encode("utf-8"))
 
-    async def update_and_create_subscription_group(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def update_and_create_subscription_group(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
         if b.message_store_config.brokerRole == "SLAVE":
             return make_response(request, ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
@@ -207,7 +208,7 @@ class AdminBrokerProcessor:
         b.update_subscription_group_from_body(body)
         return _ok(request)
 
-    async def delete_subscription_group(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def delete_subscription_group(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.headers import DeleteSubscriptionGroupRequestHeader
 
         b = self.broker
@@ -221,14 +222,14 @@ class AdminBrokerProcessor:
             b.stats.on_group_deleted(h.groupName)
         return _ok(request)
 
-    async def get_all_consumer_offset(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_all_consumer_offset(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         content = self.broker.consumer_offset_manager.encode()
         if not content:
             return make_response(request, ResponseCode.SYSTEM_ERROR, "No consumer offset in this broker")
         return _ok(request, content.encode("utf-8"))
 
     # -- broker ---------------------------------------------------------------------------------
-    async def update_broker_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def update_broker_config(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
         log.warning("updateBrokerConfig called by %s", ctx.channel.remote_addr)
         if not b.allow_config_update:
@@ -244,20 +245,20 @@ class AdminBrokerProcessor:
             return make_response(request, ResponseCode.SYSTEM_ERROR, f"unknown config keys: {', '.join(unknown)}")
         return _ok(request)
 
-    async def get_broker_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_broker_config(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
         content = "".join(f"{k}={v}\n" for k, v in b.all_configs().items())
         version = fastjson.dumps(b.config_data_version())
         return _ok(request, content.encode("utf-8"), {"version": version})
 
-    async def delete_expired_commit_log(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def delete_expired_commit_log(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         """deleteExpiredCommitLog: the store's clean service deletes expired files on its next
         passes whatever the hour (deleteWhen); SUCCESS at once, as 4.9.8 answers."""
         log.warning("invoke deleteExpiredCommitLog")
         self.broker.store.execute_delete_files_manually()
         return _ok(request)
 
-    async def get_broker_runtime_info(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_broker_runtime_info(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.bodies import KVTable
 
         return _ok(request, KVTable(table=self.runtime_info()).encode())
@@ -301,7 +302,7 @@ class AdminBrokerProcessor:
             pass
         return info
 
-    async def reset_offset(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def reset_offset(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         """INVOKE_BROKER_TO_RESET_OFFSET (mqadmin resetOffsetByTime): Broker2Client.resetOffset -
         the offsets by time for every write queue, sent oneway (RESET_CONSUMER_CLIENT_OFFSET) to
         each online consumer of the group, which then commits them itself; the same table in
@@ -344,7 +345,7 @@ class AdminBrokerProcessor:
             log.warning(remark)
             return make_response(request, ResponseCode.CONSUMER_NOT_ONLINE, remark)
         for client in channels:
-            if client.version < MQVersion.V3_0_7_SNAPSHOT:
+            if client.version < MQVersion["V3_0_7_SNAPSHOT"]:
                 return make_response(request, ResponseCode.SYSTEM_ERROR,
                                      f"the client does not support this feature. version={version_desc(client.version)}")
             push = RemotingCommand(code=RequestCode.RESET_CONSUMER_CLIENT_OFFSET, body=push_body, ext_fields={
@@ -355,7 +356,7 @@ class AdminBrokerProcessor:
                 log.error("[reset-offset] reset offset exception. topic=%s, group=%s ,error=%s", topic, group, exc)
         return _ok(request, ResetOffsetBody(table).encode())
 
-    def handlers(self) -> dict[int, Any]:
+    def handlers(self) -> dict[int, RequestHandler]:
         return guard_names({
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,

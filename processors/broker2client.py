@@ -14,7 +14,7 @@ from rmqd.wire.frame import RemotingCommand, make_response
 
 #: Broker2Client.callClient waits this long for the consumer.
 CALL_CLIENT_TIMEOUT_S = 10.0
-V3_1_8_SNAPSHOT = MQVersion.V3_1_8_SNAPSHOT.value
+V3_1_8_SNAPSHOT = MQVersion["V3_1_8_SNAPSHOT"].value
 
 
 class ConsumerFinder(Protocol):

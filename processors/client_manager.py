@@ -22,7 +22,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable
 
 import trio
 
@@ -30,6 +30,7 @@ from rmqd.processors.common import build_topic_sys_flag, retry_topic
 from rmqd.processors.names import guard_names
 from rmqd.wire.codes import LanguageCode, RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_response
+from rmqd.processors.seams import ClientBroker, Context, PeerChannel, RequestHandler
 
 log = logging.getLogger("rmqd.client_manager")
 
@@ -58,13 +59,7 @@ class ConsumerGroupEvent(Enum):
     REGISTER = "REGISTER"
 
 
-class ChannelLike(Protocol):
-    remote_addr: str
-    closed: bool
-
-    def close(self, reason: str = ...) -> None: ...
-
-    async def send_request_oneway(self, cmd: RemotingCommand) -> None: ...
+ChannelLike = PeerChannel  # (the name this module's callers know)
 
 
 def enum_name(value: Any) -> Any:
@@ -74,7 +69,7 @@ def enum_name(value: Any) -> Any:
 
 @dataclass(eq=False, slots=True)
 class ClientChannelInfo:
-    channel: Any
+    channel: PeerChannel
     client_id: str
     language: int = LanguageCode.JAVA
     version: int = 0
@@ -117,7 +112,7 @@ class ConsumerGroupInfo:
     def unregister_channel(self, info: ClientChannelInfo) -> bool:
         return self.channel_info_table.pop(info.channel, None) is not None
 
-    def do_channel_close_event(self, channel: Any) -> bool:
+    def do_channel_close_event(self, channel: PeerChannel) -> bool:
         return self.channel_info_table.pop(channel, None) is not None
 
     def update_channel(self, info_new: ClientChannelInfo, consume_type: Any, message_model: Any,
@@ -193,7 +188,7 @@ class ConsumerManager:
         info = self.consumer_table.get(group)
         return len(info.subscription_table) if info else 0
 
-    def do_channel_close_event(self, channel: Any) -> None:
+    def do_channel_close_event(self, channel: PeerChannel) -> None:
         for group, info in list(self.consumer_table.items()):
             if info.do_channel_close_event(channel):
                 if not info.channel_info_table:
@@ -274,7 +269,7 @@ class ProducerManager:
             if not table:
                 del self.group_channel_table[group]
 
-    def do_channel_close_event(self, channel: Any) -> None:
+    def do_channel_close_event(self, channel: PeerChannel) -> None:
         for table in self.group_channel_table.values():
             info = table.pop(channel, None)
             if info is not None:
@@ -366,10 +361,10 @@ def scan_exception_channels(producer_manager: ProducerManager, consumer_manager:
 class ClientManageProcessor:
     """HEART_BEAT, UNREGISTER_CLIENT, CHECK_CLIENT_CONFIG."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: ClientBroker) -> None:
         self.broker = broker
 
-    async def heart_beat(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def heart_beat(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.bodies import HeartbeatData
 
         b = self.broker
@@ -391,7 +386,7 @@ class ClientManageProcessor:
             b.producer_manager.register_producer(data.groupName, client)
         return make_response(request, ResponseCode.SUCCESS)
 
-    async def unregister_client(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def unregister_client(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.headers import UnregisterClientRequestHeader
 
         b = self.broker
@@ -405,7 +400,7 @@ class ClientManageProcessor:
             b.consumer_manager.unregister_consumer(header.consumerGroup, client, notify)
         return make_response(request, ResponseCode.SUCCESS, ext_fields={})
 
-    async def check_client_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def check_client_config(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.bodies import CheckClientRequestBody
 
         body = CheckClientRequestBody.decode(bytes(request.body)) if request.body else None
@@ -422,7 +417,7 @@ class ClientManageProcessor:
                 return make_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, error)
         return make_response(request, ResponseCode.SUCCESS)
 
-    def handlers(self) -> dict[int, Any]:
+    def handlers(self) -> dict[int, RequestHandler]:
         return guard_names({
             RequestCode.HEART_BEAT: self.heart_beat,
             RequestCode.UNREGISTER_CLIENT: self.unregister_client,

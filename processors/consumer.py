@@ -16,6 +16,7 @@ from rmqd.processors.common import java_hashmap_order
 from rmqd.processors.names import guard_names
 from rmqd.wire.codes import RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_response
+from rmqd.processors.seams import ConsumerBroker, Context, RequestHandler
 
 
 def total_physical_memory() -> int:
@@ -31,10 +32,10 @@ def _ok(request: RemotingCommand, ext: dict[str, str] | None = None, body: bytes
 
 
 class ConsumerManageProcessor:
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: ConsumerBroker) -> None:
         self.broker = broker
 
-    async def get_consumer_list_by_group(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_consumer_list_by_group(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.bodies import ConsumerListByGroupResponseBody
         from rmqd.wire.headers import GetConsumerListByGroupRequestHeader
 
@@ -47,7 +48,7 @@ class ConsumerManageProcessor:
         return make_response(request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumerGroup}",
                              ext_fields={})
 
-    async def update_consumer_offset(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def update_consumer_offset(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.headers import UpdateConsumerOffsetRequestHeader
 
         h = UpdateConsumerOffsetRequestHeader.from_ext(request.ext_fields)
@@ -55,7 +56,7 @@ class ConsumerManageProcessor:
                                                           int(h.queueId), int(h.commitOffset))
         return _ok(request)
 
-    async def query_consumer_offset(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def query_consumer_offset(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.headers import QueryConsumerOffsetRequestHeader
 
         b = self.broker
@@ -81,33 +82,33 @@ class ConsumerManageProcessor:
         memory = int(total_physical_memory() * (ratio / 100.0))
         return store.get_max_phy_offset() - phy > memory
 
-    async def get_max_offset(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_max_offset(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.headers import GetMaxOffsetRequestHeader
 
         h = GetMaxOffsetRequestHeader.from_ext(request.ext_fields)
         return _ok(request, {"offset": str(self.broker.store.get_max_offset_in_queue(h.topic, int(h.queueId)))})
 
-    async def get_min_offset(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_min_offset(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.headers import GetMinOffsetRequestHeader
 
         h = GetMinOffsetRequestHeader.from_ext(request.ext_fields)
         return _ok(request, {"offset": str(self.broker.store.get_min_offset_in_queue(h.topic, int(h.queueId)))})
 
-    async def get_earliest_msg_storetime(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_earliest_msg_storetime(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.headers import GetEarliestMsgStoretimeRequestHeader
 
         h = GetEarliestMsgStoretimeRequestHeader.from_ext(request.ext_fields)
         ts = self.broker.store.get_earliest_message_time(h.topic, int(h.queueId))
         return _ok(request, {"timestamp": str(ts)})
 
-    async def search_offset_by_timestamp(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def search_offset_by_timestamp(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.headers import SearchOffsetRequestHeader
 
         h = SearchOffsetRequestHeader.from_ext(request.ext_fields)
         offset = self.broker.store.get_offset_in_queue_by_time(h.topic, int(h.queueId), int(h.timestamp))
         return _ok(request, {"offset": str(offset)})
 
-    def handlers(self) -> dict[int, Any]:
+    def handlers(self) -> dict[int, RequestHandler]:
         return guard_names({
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
             RequestCode.UPDATE_CONSUMER_OFFSET: self.update_consumer_offset,

@@ -19,6 +19,7 @@ from rmqd.processors.names import guard_names
 from rmqd.wire.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue, UnlockBatchRequestBody
 from rmqd.wire.codes import RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_response
+from rmqd.processors.seams import Context, RequestHandler
 
 __all__ = ["RebalanceLockManager", "LockProcessor", "REBALANCE_LOCK_MAX_LIVE_TIME"]
 
@@ -136,16 +137,16 @@ class LockProcessor:
     def __init__(self, manager: RebalanceLockManager | None = None) -> None:
         self.manager = manager or RebalanceLockManager()
 
-    def handlers(self) -> dict[int, Any]:
+    def handlers(self) -> dict[int, RequestHandler]:
         return guard_names({RequestCode.LOCK_BATCH_MQ: self.lock_batch_mq,
                             RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch_mq})
 
-    async def lock_batch_mq(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def lock_batch_mq(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         body = LockBatchRequestBody.decode(request.body)
         locked = self.manager.try_lock_batch(body.consumerGroup, body.mqSet, body.clientId)
         return make_response(request, ResponseCode.SUCCESS, body=LockBatchResponseBody(lockOKMQSet=locked).encode())
 
-    async def unlock_batch_mq(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def unlock_batch_mq(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         body = UnlockBatchRequestBody.decode(request.body)
         self.manager.unlock_batch(body.consumerGroup, body.mqSet, body.clientId)
         return make_response(request, ResponseCode.SUCCESS)

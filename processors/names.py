@@ -30,6 +30,7 @@ from rmqd.wire.codes import RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_response
 from rmqd.wire.headers import REQUEST_HEADERS
 from rmqd.wire.names import consumer_group_remark, group_remark, java_is_blank, topic_remark
+from rmqd.processors.seams import Context
 
 #: A check of one request: None when its names are valid, else the remark.
 NameCheck = Callable[[RemotingCommand], "str | None"]
@@ -82,9 +83,10 @@ def _header_check(code: int, fields: tuple[tuple[str, Validator, bool], ...]) ->
 
 def _header_checks() -> dict[int, NameCheck]:
     checks: dict[int, NameCheck] = {}
-    for code, cls in REQUEST_HEADERS.items():
+    for code, header_class in REQUEST_HEADERS.items():
         if code in SELF_CHECKED or code in NOT_CHECKED:
             continue
+        cls: type = header_class  # (each is a dataclass: wire.headers._header)
         fields = []
         for f in dataclasses.fields(cls):
             if f.name in TOPIC_FIELDS:
@@ -158,14 +160,14 @@ def _guard(code: int, handler: Any) -> Any:
         return None if remark is None else make_response(request, ResponseCode.SYSTEM_ERROR, remark)
 
     if inspect.iscoroutinefunction(handler):
-        async def guarded_async(ctx: Any, request: RemotingCommand) -> Any:
+        async def guarded_async(ctx: Context, request: RemotingCommand) -> Any:
             refused = refusal(request)
             if refused is not None:
                 return refused
             return await handler(ctx, request)
         guarded: Any = guarded_async
     else:
-        def guarded_sync(ctx: Any, request: RemotingCommand) -> Any:  # inline handlers (send, pull)
+        def guarded_sync(ctx: Context, request: RemotingCommand) -> Any:  # inline handlers (send, pull)
             refused = refusal(request)
             if refused is not None:
                 return refused

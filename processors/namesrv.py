@@ -27,6 +27,7 @@ from rmqd.wire.headers import (AddWritePermOfBrokerRequestHeader, AddWritePermOf
                           UnRegisterBrokerRequestHeader, WipeWritePermOfBrokerRequestHeader,
                           WipeWritePermOfBrokerResponseHeader)
 from rmqd.wire.frame import RemotingCommand, make_response
+from rmqd.processors.seams import Context, RequestHandler
 
 log = logging.getLogger("rmqd.namesrv")
 
@@ -75,14 +76,14 @@ def _ok(request: RemotingCommand, body: bytes | None = None, ext: dict[str, str]
     return make_response(request, ResponseCode.SUCCESS, None, ext, body)
 
 
-Handler = Callable[[Any, RemotingCommand], Awaitable[RemotingCommand | None]]
+Handler = RequestHandler
 
 
 @dataclass
 class NamesrvProcessor:
     config: NamesrvConfig = field(default_factory=NamesrvConfig)
     routes: RouteInfoManager = field(default_factory=RouteInfoManager)
-    kv: KVConfigManager | None = None
+    kv: KVConfigManager = None  # type: ignore[assignment]  # None: made from config in __post_init__
 
     def __post_init__(self) -> None:
         if self.kv is None:
@@ -118,12 +119,12 @@ class NamesrvProcessor:
         self.routes.on_channel_destroy(channel.remote_addr, channel)
 
     # -- KV config ---------------------------------------------------------------------------
-    async def put_kv_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def put_kv_config(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         h = PutKVConfigRequestHeader.from_ext(request.ext_fields)
         self.kv.put(h.namespace, h.key, h.value)
         return _ok(request)
 
-    async def get_kv_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_kv_config(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         h = GetKVConfigRequestHeader.from_ext(request.ext_fields)
         value = self.kv.get(h.namespace, h.key)
         if value is not None:
@@ -132,12 +133,12 @@ class NamesrvProcessor:
                              f"No config item, Namespace: {h.namespace} Key: {h.key}",
                              ext_fields=GetKVConfigResponseHeader().to_ext())
 
-    async def delete_kv_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def delete_kv_config(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         h = DeleteKVConfigRequestHeader.from_ext(request.ext_fields)
         self.kv.delete(h.namespace, h.key)
         return _ok(request)
 
-    async def get_kv_list_by_namespace(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_kv_list_by_namespace(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         namespace = GetKVListByNamespaceRequestHeader.from_ext(request.ext_fields).namespace
         body = self.kv.kv_list(namespace)
         if body is not None:
@@ -145,7 +146,7 @@ class NamesrvProcessor:
         return make_response(request, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
 
     # -- brokers -----------------------------------------------------------------------------
-    async def register_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def register_broker(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         h = RegisterBrokerRequestHeader.from_ext(request.ext_fields)
         body = bytes(request.body) if request.body is not None else None
         if h.bodyCrc32 != 0:
@@ -171,12 +172,12 @@ class NamesrvProcessor:
         ext = RegisterBrokerResponseHeader(result.haServerAddr, result.masterAddr).to_ext()
         return _ok(request, self.kv.kv_list(NAMESPACE_ORDER_TOPIC_CONFIG), ext)
 
-    async def unregister_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def unregister_broker(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         h = UnRegisterBrokerRequestHeader.from_ext(request.ext_fields)
         self.routes.unregister_broker(h.clusterName, h.brokerAddr, h.brokerName, h.brokerId)
         return _ok(request)
 
-    async def query_data_version(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def query_data_version(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         broker_addr = QueryDataVersionRequestHeader.from_ext(request.ext_fields).brokerAddr
         data_version = DataVersion.decode(request.body)
         changed = self.routes.is_broker_topic_config_changed(broker_addr, data_version)
@@ -186,18 +187,18 @@ class NamesrvProcessor:
         body = ns_version.encode() if ns_version is not None else None
         return _ok(request, body, QueryDataVersionResponseHeader(changed).to_ext())
 
-    async def wipe_write_perm_of_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def wipe_write_perm_of_broker(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         h = WipeWritePermOfBrokerRequestHeader.from_ext(request.ext_fields)
         count = self.routes.operate_write_perm_of_broker(h.brokerName, wipe=True)
         return _ok(request, ext=WipeWritePermOfBrokerResponseHeader(count).to_ext())
 
-    async def add_write_perm_of_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def add_write_perm_of_broker(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         h = AddWritePermOfBrokerRequestHeader.from_ext(request.ext_fields)
         count = self.routes.operate_write_perm_of_broker(h.brokerName, wipe=False)
         return _ok(request, ext=AddWritePermOfBrokerResponseHeader(count).to_ext())
 
     # -- routes and topic lists ----------------------------------------------------------------
-    async def get_route_info_by_topic(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_route_info_by_topic(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         h = GetRouteInfoRequestHeader.from_ext(request.ext_fields)
         topic = h.topic
         route = self.routes.pickup_topic_route_data(topic)
@@ -208,38 +209,38 @@ class NamesrvProcessor:
             route.orderTopicConf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
         return _ok(request, route.encode_for_version(request.version, bool(h.acceptStandardJsonOnly)))
 
-    async def get_broker_cluster_info(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_broker_cluster_info(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         return _ok(request, self.routes.get_all_cluster_info().encode())
 
-    async def get_all_topic_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_all_topic_list(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         return _ok(request, self.routes.get_all_topic_list().encode())
 
-    async def delete_topic_in_namesrv(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def delete_topic_in_namesrv(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         h = DeleteTopicFromNamesrvRequestHeader.from_ext(request.ext_fields)
         self.routes.delete_topic(h.topic, h.clusterName)
         return _ok(request)
 
-    async def get_topics_by_cluster(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_topics_by_cluster(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         cluster = GetTopicsByClusterRequestHeader.from_ext(request.ext_fields).cluster
         topics = self.routes.get_topics_by_cluster(cluster)
         if topics is None:
             return make_response(request, ResponseCode.SYSTEM_ERROR, f"the cluster[{cluster}] not exist")
         return _ok(request, topics.encode())
 
-    async def get_system_topic_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_system_topic_list(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         return _ok(request, self.routes.get_system_topic_list().encode())
 
-    async def get_unit_topic_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_unit_topic_list(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         return _ok(request, self.routes.get_unit_topics().encode())
 
-    async def get_has_unit_sub_topic_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_has_unit_sub_topic_list(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         return _ok(request, self.routes.get_has_unit_sub_topic_list().encode())
 
-    async def get_has_unit_sub_ununit_topic_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_has_unit_sub_ununit_topic_list(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         return _ok(request, self.routes.get_has_unit_sub_ununit_topic_list().encode())
 
     # -- config ------------------------------------------------------------------------------
-    async def update_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def update_config(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         if not self.config.enableUpdateConfig:
             log.warning("refused UPDATE_NAMESRV_CONFIG from %s (enableUpdateConfig=false)",
                         ctx.remote_addr if ctx is not None else "?")
@@ -259,5 +260,5 @@ class NamesrvProcessor:
             self.config.update(props)
         return _ok(request)
 
-    async def get_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_config(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         return _ok(request, self.config.to_properties().encode("utf-8"))

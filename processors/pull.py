@@ -33,6 +33,7 @@ from rmqd.wire.codes import RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_response
 from rmqd.wire.headers import PullMessageRequestHeader
 from rmqd.wire.message import java_string_hash
+from rmqd.processors.seams import Context, PullBroker, RequestHandler
 
 log = logging.getLogger("rmqd.pull")
 
@@ -268,16 +269,16 @@ def _status_name(result: Any) -> str:
 
 
 class PullMessageProcessor:
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: PullBroker) -> None:
         self.broker = broker
 
-    async def pull_message(self, ctx: Any, request: RemotingCommand) -> RemotingCommand | None:
+    async def pull_message(self, ctx: Context, request: RemotingCommand) -> RemotingCommand | None:
         result = self.pull_message_now(ctx, request)
         if result is None or isinstance(result, RemotingCommand):
             return result
         return await result
 
-    def pull_message_now(self, ctx: Any, request: RemotingCommand) -> RemotingCommand | None | Awaitable[Any]:
+    def pull_message_now(self, ctx: Context, request: RemotingCommand) -> RemotingCommand | None | Awaitable[Any]:
         """The answer, or (a pull to suspend) an awaitable of it: the server runs only the
         held part in a task, so a pull that finds messages costs no task at all."""
         header = PullMessageRequestHeader.from_ext(request.ext_fields)
@@ -286,7 +287,7 @@ class PullMessageProcessor:
             return response
         return self._answer_when_woken(ctx, request, header, held)
 
-    async def _answer_when_woken(self, ctx: Any, request: RemotingCommand, header: Any,
+    async def _answer_when_woken(self, ctx: Context, request: RemotingCommand, header: Any,
                                  held: tuple) -> RemotingCommand | None:
         topic, queue_id, offset, timeout_ms, message_filter = held
         await self.broker.pull_hold_service.hold(topic, queue_id, offset, timeout_ms, message_filter)
@@ -404,7 +405,9 @@ class PullMessageProcessor:
             })
             response = make_response(request, code, status, ext_fields=ext)
             if code == ResponseCode.SUCCESS:
-                response.body = list(result.message_buffers)
+                # the stored records as they are: a list of buffers, written one after the other
+                # (broker.server._frame_parts), never joined
+                response.body = list(result.message_buffers)  # type: ignore[assignment]
                 b.stats.on_get(h.consumerGroup, h.topic, queue_id, result.msg_count, result.buffer_total_size,
                                result.next_begin_offset, (time.monotonic_ns() - begin_ns) // 1_000_000)
             elif code == ResponseCode.PULL_NOT_FOUND:
@@ -425,7 +428,7 @@ class PullMessageProcessor:
                                                     int(h.commitOffset))
         return response, held
 
-    def handlers(self) -> dict[int, Any]:
+    def handlers(self) -> dict[int, RequestHandler]:
         return guard_names({RequestCode.PULL_MESSAGE: self.pull_message})
 
     def inline_handlers(self) -> dict[int, Any]:

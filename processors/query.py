@@ -26,6 +26,7 @@ from rmqd.wire.codes import RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_response
 from rmqd.wire.headers import ConsumeMessageDirectlyResultRequestHeader, QueryMessageRequestHeader, ViewMessageRequestHeader
 from rmqd.wire.message import parse_offset_msg_id
+from rmqd.processors.seams import Context, QueryBroker, RequestHandler
 
 log = logging.getLogger("rmqd.query")
 
@@ -41,17 +42,17 @@ def _join(buffers: list[Any]) -> bytes:
 class QueryMessageProcessor:
     """``broker`` provides store, message_store_config, broker_config and consumer_manager."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: QueryBroker) -> None:
         self.broker = broker
 
-    def handlers(self) -> dict[int, Any]:
+    def handlers(self) -> dict[int, RequestHandler]:
         return guard_names({
             RequestCode.QUERY_MESSAGE: self.query_message,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
         })
 
-    async def query_message(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def query_message(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
         h = QueryMessageRequestHeader.from_ext(request.ext_fields)
         max_num = int(h.maxNum)
@@ -67,14 +68,14 @@ class QueryMessageProcessor:
         return make_response(request, ResponseCode.QUERY_NOT_FOUND,
                              "can not find message, maybe time range not correct", ext_fields=ext)
 
-    async def view_message_by_id(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def view_message_by_id(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         h = ViewMessageRequestHeader.from_ext(request.ext_fields)
         view = self.broker.store.select_one_message_by_offset(int(h.offset))
         if view is None:
             return make_response(request, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
         return make_response(request, ResponseCode.SUCCESS, body=bytes(view))
 
-    async def consume_message_directly(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def consume_message_directly(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
         h = ConsumeMessageDirectlyResultRequestHeader.from_ext(request.ext_fields)
         ext = dict(request.ext_fields or {})

@@ -31,13 +31,14 @@ from rmqd.wire.codes import MQVersion, RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_response
 from rmqd.wire.headers import ConsumerSendMsgBackRequestHeader
 from rmqd.wire.message import MessageConst, encode_properties
+from rmqd.processors.seams import Context, RequestHandler, RetryBroker
 
 log = logging.getLogger("rmqd.retry")
 
 __all__ = ["ConsumerSendMsgBackProcessor", "build_send_back_message", "DLQ_NUMS_PER_GROUP"]
 
 DLQ_NUMS_PER_GROUP = 1
-V3_4_9 = MQVersion.V3_4_9.value
+V3_4_9 = MQVersion["V3_4_9"].value
 
 
 def build_send_back_message(rec: Any, topic: str, queue_id: int, delay_level: int) -> MessageExtBrokerInner:
@@ -63,13 +64,13 @@ class ConsumerSendMsgBackProcessor:
     """CONSUMER_SEND_MSG_BACK. ``broker`` provides store, subscription_group_manager, broker_config
     and create_topic_in_send_message_back_method (broker/broker.py's BrokerRole)."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: RetryBroker) -> None:
         self.broker = broker
 
-    def handlers(self) -> dict[int, Any]:
+    def handlers(self) -> dict[int, RequestHandler]:
         return guard_names({RequestCode.CONSUMER_SEND_MSG_BACK: self.consumer_send_msg_back})
 
-    async def consumer_send_msg_back(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def consumer_send_msg_back(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
         h = ConsumerSendMsgBackRequestHeader.from_ext(request.ext_fields)
         group = h.group
@@ -123,9 +124,11 @@ class ConsumerSendMsgBackProcessor:
         ha = getattr(b, "ha_service", None)  # SYNC_MASTER: the send-back waits for the slave too
         if status == "PUT_OK" and ha is not None and b.message_store_config.brokerRole == "SYNC_MASTER":
             a = result.appendMessageResult
+            assert a is not None  # (a PUT_OK result has one)
             status = await ha.wait_replicated(a.wroteOffset + a.wroteBytes, int(b.message_store_config.syncFlushTimeout))
         if status == "PUT_OK":
             a = result.appendMessageResult
+            assert a is not None  # (a PUT_OK result has one)
             if msg.topic == SCHEDULE_TOPIC:  # the store moved it there (delay level): 4.9 counts that put
                 b.stats.on_put(msg.topic, msg.queue_id, 1, a.wroteBytes)
             b.stats.on_send_back(group, rec.properties.get(MessageConst.PROPERTY_RETRY_TOPIC) or rec.topic)

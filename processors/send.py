@@ -34,6 +34,7 @@ from rmqd.wire.codes import MQVersion, RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_response
 from rmqd.wire.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
 from rmqd.wire.message import MessageSysFlag, decode_properties, encode_properties
+from rmqd.processors.seams import Context, RequestHandler, SendBroker
 
 log = logging.getLogger("rmqd.send")
 
@@ -43,7 +44,7 @@ PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
 PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
 PROPERTY_MSG_REGION = "MSG_REGION"
 PROPERTY_TRACE_SWITCH = "TRACE_ON"
-V3_4_9 = MQVersion.V3_4_9.value
+V3_4_9 = MQVersion["V3_4_9"].value
 
 
 def java_parse_boolean(value: Any) -> bool:
@@ -101,7 +102,7 @@ class SendMessageProcessor:
     send is answered without a task or a thread hop; only a SYNC_FLUSH wait for the disk
     comes back as an awaitable that the server runs in a task of its own."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: SendBroker) -> None:
         self.broker = broker
         # extFields of a success, in the HashMap order a 4.9.8 broker writes them
         self._ok_keys = java_hashmap_key_order((PROPERTY_MSG_REGION, PROPERTY_TRACE_SWITCH, "msgId", "queueId",
@@ -116,13 +117,13 @@ class SendMessageProcessor:
             return SendMessageRequestHeader.from_ext(request.ext_fields)
         return SendMessageRequestHeaderV2.v1_from_ext(request.ext_fields)
 
-    async def send_message(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+    async def send_message(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         result = self.send_message_now(ctx, request)
         if isinstance(result, RemotingCommand):
             return result
         return await result
 
-    def send_message_now(self, ctx: Any, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def send_message_now(self, ctx: Context, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         """The answer, or an awaitable of it when the send has to wait (SYNC_FLUSH)."""
         header = self.parse_request_header(request)
         target = self.pre_send(ctx, request, header)
@@ -153,7 +154,7 @@ class SendMessageProcessor:
     def _fail(self, request: RemotingCommand, code: int, remark: str | None) -> RemotingCommand:
         return make_response(request, code, remark, ext_fields=java_hashmap_order(self._base_ext()))
 
-    def pre_send(self, ctx: Any, request: RemotingCommand, h: Any) -> RemotingCommand | tuple[Any, int, int]:
+    def pre_send(self, ctx: Context, request: RemotingCommand, h: Any) -> RemotingCommand | tuple[Any, int, int]:
         """The failure answer, or (topic config, queue id, sysFlag) when the send may go on
         (the topic exists then, maybe just auto-created; a negative queue id is drawn at random)."""
         b = self.broker
@@ -207,7 +208,7 @@ class SendMessageProcessor:
         return host
 
     # -- single message ----------------------------------------------------------------------
-    def send_single_message(self, ctx: Any, request: RemotingCommand, h: Any, queue_id: int,
+    def send_single_message(self, ctx: Context, request: RemotingCommand, h: Any, queue_id: int,
                             sys_flag: int) -> RemotingCommand | Awaitable[RemotingCommand]:
         b = self.broker
         topic = h.topic
@@ -262,7 +263,7 @@ class SendMessageProcessor:
         return self.handle_put_message_result(request, result, queue_id, wait_store_msg_ok, msg.topic)
 
     # -- batch ---------------------------------------------------------------------------------
-    def send_batch_message(self, ctx: Any, request: RemotingCommand, h: Any, queue_id: int,
+    def send_batch_message(self, ctx: Context, request: RemotingCommand, h: Any, queue_id: int,
                            sys_flag: int) -> RemotingCommand | Awaitable[RemotingCommand]:
         b = self.broker
         if len(h.topic) > 127:
@@ -311,6 +312,7 @@ class SendMessageProcessor:
     def _answer(self, request: RemotingCommand, result: Any, status: str, queue_id: int,
                 topic: str) -> RemotingCommand:
         b = self.broker
+        code: int
         if status == "PUT_OK":
             code = ResponseCode.SUCCESS
         else:
@@ -328,7 +330,7 @@ class SendMessageProcessor:
         ext["queueOffset"] = str(append.logicsOffset)
         return make_response(request, code, None, ext)
 
-    def handlers(self) -> dict[int, Any]:
+    def handlers(self) -> dict[int, RequestHandler]:
         return {
             RequestCode.SEND_MESSAGE: self.send_message,
             RequestCode.SEND_MESSAGE_V2: self.send_message,

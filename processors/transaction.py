@@ -48,6 +48,7 @@ from rmqd.wire.codes import RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_response
 from rmqd.wire.headers import EndTransactionRequestHeader
 from rmqd.wire.message import MessageConst, MessageRecord, MessageSysFlag, encode_properties, encode_record
+from rmqd.processors.seams import Context, RequestHandler, TransactionBroker
 
 log = logging.getLogger("rmqd.transaction")
 
@@ -365,7 +366,7 @@ class TransactionalMessageService:
                     break
                 ops = pull.found if pull is not None else None
                 need_check = ((not ops and age > immunity)
-                              or (bool(ops) and ops[-1].born_timestamp - start > timeout)
+                              or (ops is not None and bool(ops) and ops[-1].born_timestamp - start > timeout)
                               or age <= -1)
                 if need_check:
                     request = self._put_back_and_build_check(half, props)
@@ -519,14 +520,14 @@ def _final_put_answer(result: Any, max_message_size: int) -> tuple[int, str | No
 class EndTransactionProcessor:
     """END_TRANSACTION handler. ``broker`` provides message_store_config (brokerRole)."""
 
-    def __init__(self, broker: Any, service: TransactionalMessageService) -> None:
+    def __init__(self, broker: TransactionBroker, service: TransactionalMessageService) -> None:
         self.broker = broker
         self.service = service
 
-    def handlers(self) -> dict[int, Any]:
+    def handlers(self) -> dict[int, RequestHandler]:
         return guard_names({RequestCode.END_TRANSACTION: self.end_transaction})
 
-    async def end_transaction(self, ctx: Any, request: RemotingCommand) -> RemotingCommand | None:
+    async def end_transaction(self, ctx: Context, request: RemotingCommand) -> RemotingCommand | None:
         h = EndTransactionRequestHeader.from_ext(request.ext_fields)
         if str(getattr(self.broker.message_store_config, "brokerRole", "")) == "SLAVE":
             return make_response(request, ResponseCode.SLAVE_NOT_AVAILABLE)
@@ -553,7 +554,7 @@ class TransactionalMessageCheckService:
     """Runs ``check`` every transactionCheckInterval and sends the CHECK_TRANSACTION_STATE requests
     oneway to a live producer channel of each half's group (``broker.producer_manager``)."""
 
-    def __init__(self, broker: Any, service: TransactionalMessageService) -> None:
+    def __init__(self, broker: TransactionBroker, service: TransactionalMessageService) -> None:
         self.broker = broker
         self.service = service
 

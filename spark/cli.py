@@ -12,6 +12,8 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from contextlib import contextmanager
+from typing import Iterator, TextIO
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 EXPORT_KINDS = ("commitlog", "consumequeue", "index")
@@ -43,11 +45,82 @@ def _parse(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Names
         return int(e.code or 0)
 
 
-def _session(master: str | None, light_jvm: bool = False):
+def _session(master: str | None, light_jvm: bool = False, jvm_log: str | None = None):
     """No --master: spark-submit's master, or spark-submit's own default (local[*]) when run
     as plain Python. ``light_jvm``: the job is Python tasks only (see spark.session)."""
     from rmqd.spark.session import get_session
-    return get_session(master, light_jvm=light_jvm)
+    return get_session(master, light_jvm=light_jvm, jvm_log=jvm_log)
+
+
+#: the modules of rmqd's spark extra that the jobs cannot run without
+EXTRA_MODULES = ("pyspark", "pyarrow", "numpy")
+INSTALL_HINT = "pip install 'rmqd[spark]'"
+
+
+def missing_extra() -> str | None:
+    """The first module of the spark extra that is not installed, or None."""
+    import importlib.util
+    for name in EXTRA_MODULES:
+        try:
+            if importlib.util.find_spec(name) is None:
+                return name
+        except (ImportError, ValueError):
+            return name
+    return None
+
+
+def _fail(prog: str, e: Exception, jvm_log: "_JvmLog") -> int:
+    """The one line for a job that failed (the Spark log kept and named when it has anything)."""
+    if isinstance(e, ModuleNotFoundError):
+        text = f"needs rmqd's spark extra: {INSTALL_HINT} (no module named {e.name!r})"
+    else:
+        text = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    kept = jvm_log.keep()
+    print(f"{prog}: {text}" + (f" (Spark's log: {kept})" if kept else ""), file=sys.stderr)
+    return EXIT_USAGE
+
+
+class _JvmLog:
+    """Where the JVM's stderr goes while a command runs: a temporary file, removed after a
+    success, kept (and named in the error line) after a failure."""
+
+    def __init__(self) -> None:
+        import tempfile
+        fd, self.path = tempfile.mkstemp(prefix="rmqd-spark-", suffix=".log")
+        os.close(fd)
+
+    def keep(self) -> str | None:
+        try:
+            return self.path if os.path.getsize(self.path) else None
+        except OSError:
+            return None
+
+    def discard(self) -> None:
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
+@contextmanager
+def _terminal() -> Iterator[TextIO]:
+    """This process's stderr as it is now: the progress bar keeps drawing there while the JVM
+    being started has file descriptor 2 pointed at its log (spark.session)."""
+    try:
+        stream = open(os.dup(sys.stderr.fileno()), "w", buffering=1, encoding="utf-8", errors="replace")
+    except (AttributeError, OSError, ValueError):  # a stderr without a descriptor (captured in tests)
+        yield sys.stderr
+        return
+    with stream:
+        yield stream
+
+
+def _check_extra(prog: str) -> bool:
+    missing = missing_extra()
+    if missing is not None:
+        print(f"{prog}: needs rmqd's spark extra: {INSTALL_HINT} (no module named {missing!r})", file=sys.stderr)
+        return False
+    return True
 
 
 def _is_store(path: str) -> bool:
@@ -64,7 +137,7 @@ _CONF_OPTIONS = ("mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum")
 
 def store_settings(conf: str) -> tuple[str, dict[str, str], str | None]:
     """What ``-c broker.conf`` means for verify, as ``rmqd store verify -c`` reads it: the store
-    (storePathRootDir), the data-source options of the keys the file sets (consume-queue file
+    (storePathRootDir, else ./store as for ``rmqd serve -c``), the data-source options of the keys the file sets (consume-queue file
     size, index geometry; otherwise they are inferred from the files) and messageDelayLevel.
 
     Parsed with store/ and wire/ only (spark/ never imports broker/, and spark-submit ships only
@@ -84,7 +157,8 @@ def store_settings(conf: str) -> tuple[str, dict[str, str], str | None]:
         apply_properties(cfg, props)
     except ConfigValueError as e:
         raise ConfError(f"{conf}: bad value for {e.key}: {e}") from None
-    root = os.path.expanduser(cfg.storePathRootDir)
+    # the store `rmqd serve -c` and `rmqd store verify -c` use: a file without the key means ./store
+    root = os.path.expanduser(cfg.storePathRootDir) if "storePathRootDir" in props else "./store"
     if cfg.storePathCommitLog and Path(cfg.storePathCommitLog).expanduser().resolve() != \
             (Path(root) / "commitlog").resolve():
         raise ConfError(f"{conf}: storePathCommitLog={cfg.storePathCommitLog} is outside storePathRootDir; "
@@ -115,6 +189,8 @@ def verify_main(argv: list[str] | None = None) -> int:
     a = _parse(p, argv)
     if isinstance(a, int):
         return a
+    if not _check_extra("rmqd spark verify"):
+        return EXIT_USAGE
     conf_options: dict[str, str] = {}
     if a.config is not None:
         try:
@@ -131,19 +207,27 @@ def verify_main(argv: list[str] | None = None) -> int:
         if not _is_store(s):
             print(f"rmqd spark verify: {s}: not a RocketMQ store directory (no commitlog/)", file=sys.stderr)
             return EXIT_USAGE
+    jvm_log = _JvmLog()
     try:
+        from rmqd.spark.job_progress import SparkTaskProgress
         from rmqd.spark.verify import CHECKS, format_report, verify_store
+        from rmqd.store.progress import ProgressReporter
         checks = CHECKS if a.checks is None else [c.strip() for c in a.checks.split(",") if c.strip()]
-        # without --against every check is a Python task: a JVM that does not JIT-compile hard
-        spark = _session(a.master, light_jvm=not a.against or "against" not in checks)
-        # absolute: the data source plans its partitions in a Python worker, whose working
-        # directory is not necessarily this one (a relative storePathRootDir=./store)
-        report = verify_store(spark, os.path.abspath(a.store), against=a.against and os.path.abspath(a.against), options={**conf_options, **_options(a)},
-                              delay_levels=a.message_delay_level, ignore_properties=a.ignore_property,
-                              limit=a.max_problems, checks=checks)
+        with _terminal() as term, ProgressReporter(f"verifying {a.store}", unit="tasks", stream=term) as progress:
+            progress.status("starting Spark")
+            # without --against every check is a Python task: a JVM that does not JIT-compile hard
+            spark = _session(a.master, light_jvm=not a.against or "against" not in checks, jvm_log=jvm_log.path)
+            progress.status("")
+            # absolute: the data source plans its partitions in a Python worker, whose working
+            # directory is not necessarily this one (a relative storePathRootDir=./store)
+            with SparkTaskProgress(spark.sparkContext, progress):
+                report = verify_store(spark, os.path.abspath(a.store),
+                                      against=a.against and os.path.abspath(a.against),
+                                      options={**conf_options, **_options(a)}, delay_levels=a.message_delay_level,
+                                      ignore_properties=a.ignore_property, limit=a.max_problems, checks=checks)
     except Exception as e:  # noqa: BLE001 -- the CLI contract is one line, no traceback
-        print(f"rmqd spark verify: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail("rmqd spark verify", e, jvm_log)
+    jvm_log.discard()
     print(format_report(report))
     return EXIT_OK if report.ok else EXIT_PROBLEMS
 
@@ -160,18 +244,27 @@ def export_main(argv: list[str] | None = None) -> int:
     a = _parse(p, argv)
     if isinstance(a, int):
         return a
+    if not _check_extra("rmqd spark export"):
+        return EXIT_USAGE
     if not _is_store(a.store):
         print(f"rmqd spark export: {a.store}: not a RocketMQ store directory (no commitlog/)", file=sys.stderr)
         return EXIT_USAGE
     kinds = EXPORT_KINDS if a.kind == "all" else (a.kind,)
+    jvm_log = _JvmLog()
     try:
         from rmqd.spark.export import export_store
-        spark = _session(a.master)
-        counts = export_store(spark, a.store, a.out, kinds=kinds, fmt=a.format, overwrite=a.overwrite,
-                              options=_options(a))
+        from rmqd.spark.job_progress import SparkTaskProgress
+        from rmqd.store.progress import ProgressReporter
+        with _terminal() as term, ProgressReporter(f"exporting {a.store}", unit="tasks", stream=term) as progress:
+            progress.status("starting Spark")
+            spark = _session(a.master, jvm_log=jvm_log.path)
+            progress.status("")
+            with SparkTaskProgress(spark.sparkContext, progress):
+                counts = export_store(spark, a.store, a.out, kinds=kinds, fmt=a.format, overwrite=a.overwrite,
+                                      options=_options(a))
     except Exception as e:  # noqa: BLE001
-        print(f"rmqd spark export: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail("rmqd spark export", e, jvm_log)
+    jvm_log.discard()
     for kind, (path, n) in counts.items():
         print(f"{kind:<13} {n:>12} rows  {path}")
     return EXIT_OK

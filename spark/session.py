@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Iterable
+from contextlib import contextmanager
+from typing import Iterable, Iterator
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
@@ -24,12 +26,34 @@ from rmqd.spark.schemas import SCHEMAS
 LIGHT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
+@contextmanager
+def _stderr_to(path: str | None) -> Iterator[None]:
+    """While the block runs, file descriptor 2 is ``path`` (appended): a JVM started inside
+    keeps it as its stderr, and so do the Python workers it forks."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 2)
+        os.close(fd)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def get_session(master: str | None = None, app_name: str = "rmqd-spark", *,
                 driver_memory: str | None = None, conf: dict[str, str] | None = None,
-                light_jvm: bool = False) -> SparkSession:
+                light_jvm: bool = False, jvm_log: str | None = None) -> SparkSession:
     """Build (or reuse) the session. Python workers run the interpreter running this code, so
     they import the same rmqd packages. ``light_jvm``: the driver JVM starts with
-    LIGHT_JVM_OPTIONS (only when this call starts it), for jobs of Python tasks only."""
+    LIGHT_JVM_OPTIONS (only when this call starts it), for jobs of Python tasks only.
+    ``jvm_log``: a JVM this call starts writes its stderr there (Spark's WARN lines, the JVM's
+    own notices, the workers' tracebacks) instead of on the terminal."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if master and master.startswith("local"):
@@ -57,7 +81,9 @@ def get_session(master: str | None = None, app_name: str = "rmqd-spark", *,
     settings.update(conf)
     for k, v in settings.items():
         b = b.config(k, v)
-    spark = b.getOrCreate()
+    launching = SparkContext._active_spark_context is None and "PYSPARK_GATEWAY_PORT" not in os.environ
+    with _stderr_to(jvm_log if launching else None):
+        spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(RocketMQDataSource)
     return spark

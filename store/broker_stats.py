@@ -81,7 +81,8 @@ class StatsWindows:
     __slots__ = ("lists",)
 
     def __init__(self) -> None:
-        self.lists = tuple(collections.deque(maxlen=keep) for keep, _ in _WINDOWS)
+        self.lists: tuple[collections.deque[tuple[int, int, int]], ...] = tuple(
+            collections.deque(maxlen=keep) for keep, _ in _WINDOWS)
 
     def add(self, which: int, ts: int, times: int, value: int) -> None:
         snaps = self.lists[which]
@@ -356,16 +357,16 @@ class BrokerStatsManager:
                     yield QUEUE_PUT_NUMS, f"{topic}@{qid}", times, n
                     yield QUEUE_PUT_SIZE, f"{topic}@{qid}", times, size
         for group, by_topic in list(self.group_get.items()):
-            for topic, rec in list(by_topic.items()):
+            for topic, got in list(by_topic.items()):
                 key = f"{topic}@{group}"
-                if rec.times:
-                    yield GROUP_GET_NUMS, key, rec.times, rec.msgs
-                    yield GROUP_GET_SIZE, key, rec.times, rec.bytes
-                    for qid, (ms, pulls) in list(rec.latency.items()):
+                if got.times:
+                    yield GROUP_GET_NUMS, key, got.times, got.msgs
+                    yield GROUP_GET_SIZE, key, got.times, got.bytes
+                    for qid, (ms, pulls) in list(got.latency.items()):
                         lat_key = f"{qid}@{topic}@{group}" if self.enable_queue_stat else key
                         yield GROUP_GET_LATENCY, lat_key, pulls, ms
-                if rec.send_back:
-                    yield SNDBCK_PUT_NUMS, key, rec.send_back, rec.send_back
+                if got.send_back:
+                    yield SNDBCK_PUT_NUMS, key, got.send_back, got.send_back
         for qid, (n, size, times) in list(self.schedule_queue_get.items()):
             key = f"{SCHEDULE_TOPIC}@{qid}@{SCHEDULE_CONSUMER_GROUP}"
             yield QUEUE_GET_NUMS, key, times, n

@@ -23,7 +23,7 @@ from rmqd.wire.errors import WireError
 from rmqd.wire.message import (
     BLANK_MAGIC_CODE, BLANK_RECORD_STRUCT as _BLANK, MAGIC_CODE_V1, MAGIC_CODE_V2, QUEUE_OFFSET_POSITION,
     SHORT_MAX, SYSFLAG_POSITION, BatchItem, MessageConst, MessageSysFlag, create_offset_msg_id, crc32_masked,
-    decode_batch, decode_properties, encode_properties_java, record_head_reader, record_head_struct,
+    ReadableBuffer, decode_batch, decode_properties, encode_properties_java, record_head_reader, record_head_struct,
     store_timestamp_position,
 )
 
@@ -170,7 +170,7 @@ class MessageExtBatch(MessageEnvelope):
     items: list[BatchItem] | None = None  # decoded batch (set by the caller or lazily)
 
 
-def _record_head(buf, pos: int) -> tuple[int, int]:
+def _record_head(buf: ReadableBuffer, pos: int) -> tuple[int, int]:
     """The checks every record walk starts with: (total size, magic) of the record at ``pos``;
     total is 0 for the BLANK end-of-file record and -1 when the magic or the size cannot be a
     record here."""
@@ -295,6 +295,7 @@ class CommitLog:
             mf = mfq.get_last_mapped_file()
             if mf is None or mf.is_full():
                 mf = mfq.get_last_mapped_file(0)
+            assert mf is not None  # with a start offset it is created, or OSError is raised
             pos = mf.wrote_position
             if n + END_FILE_MIN_BLANK_LENGTH > mf.file_size - pos:
                 self._write_blank(mf, pos)
@@ -444,7 +445,7 @@ class CommitLog:
 
     # ---- checkMessageAndReturnSize ---------------------------------------------------------------
     @staticmethod
-    def validate_record(buf, pos: int, check_crc: bool = True) -> int:
+    def validate_record(buf: ReadableBuffer, pos: int, check_crc: bool = True) -> int:
         """Size-only variant of check_message_and_return_size for clean recovery: the record's
         size if valid, 0 for a BLANK record, -1 if invalid (magic, lengths or CRC)."""
         total, magic = _record_head(buf, pos)
@@ -466,7 +467,7 @@ class CommitLog:
             return -1
         return total if p + 2 + ((buf[p] << 8) | buf[p + 1]) == pos + total else -1
 
-    def dispatch_info(self, buf, pos: int, check_crc: bool = True) -> tuple | int:
+    def dispatch_info(self, buf: ReadableBuffer, pos: int, check_crc: bool = True) -> DispatchInfo | int:
         """The record at ``pos`` as the fields of a :class:`DispatchRequest` (a plain tuple in
         that order, without ``success``); 0 for BLANK (end of file); -1 if invalid (bad magic,
         CRC, sizes) -> end of valid data. Reads only the head fields dispatch uses, and the
@@ -518,16 +519,21 @@ class CommitLog:
         return (topic, queue_id, phy, total, tags_code, store_ts, queue_offset, keys, uniq, sys_flag, prepared,
                 props)
 
-    def check_message_and_return_size(self, buf, pos: int, check_crc: bool = True) -> "DispatchRequest":
+    def check_message_and_return_size(self, buf: ReadableBuffer, pos: int, check_crc: bool = True) -> "DispatchRequest":
         """Validate and summarize the record at ``pos`` (CommitLog.checkMessageAndReturnSize):
         msg_size > 0 and success: a message; 0 and success: BLANK (end of file);
         success False: invalid (bad magic, CRC, sizes) -> end of valid data."""
         info = self.dispatch_info(buf, pos, check_crc)
-        if info == 0:
-            return DispatchRequest.blank()
-        if info == -1:
-            return DispatchRequest.invalid(-1)
+        if isinstance(info, int):
+            return DispatchRequest.blank() if info == 0 else DispatchRequest.invalid(-1)
         return DispatchRequest(*info, True)
+
+
+#: CommitLog.dispatch_info's record: DispatchRequest's fields in order, without ``success``
+#: (topic, queue id, commit-log offset, size, tags code, store timestamp, queue offset, keys,
+#: unique key, sys flag, prepared-transaction offset, properties): a plain tuple, the dispatch
+#: hot path builds no object per record
+DispatchInfo = tuple[str, int, int, int, int, int, int, str | None, str | None, int, int, dict[str, str]]
 
 
 @dataclass(slots=True)

@@ -7,10 +7,9 @@ broker.conf onto this class one to one and an operator's existing file keeps its
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 CQ_STORE_UNIT_SIZE = 20
 
@@ -29,6 +28,11 @@ class MessageStoreConfig:
 
     storePathRootDir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))
     storePathCommitLog: str | None = None
+    # DLedger and multi-path commit-log settings: 4.9.8 has setters for them, so a broker.conf may
+    # carry them; they only matter with enableDLegerCommitLog=true or a comma-separated
+    # storePathCommitLog, both refused by broker/config.py (rmqd has neither).
+    storePathDLedgerCommitLog: str | None = None
+    readOnlyCommitLogStorePaths: str | None = None
     mappedFileSizeCommitLog: int = 1024 * 1024 * 1024
     mappedFileSizeConsumeQueue: int = 300_000 * CQ_STORE_UNIT_SIZE
     enableConsumeQueueExt: bool = False
@@ -94,6 +98,12 @@ class MessageStoreConfig:
     transientStorePoolSize: int = 5
     fastFailIfNoBufferInStorePool: bool = False
     enableDLegerCommitLog: bool = False
+    dLegerGroup: str | None = None
+    dLegerPeers: str | None = None
+    dLegerSelfId: str | None = None
+    preferredLeaderId: str | None = None
+    # The field is isEnableBatchPush (GET_BROKER_CONFIG lists it so) but its setter is
+    # setEnableBatchPush, so the broker.conf key is enableBatchPush (see SETTER_KEYS).
     isEnableBatchPush: bool = False
     enableScheduleMessageStats: bool = True
     enableLmq: bool = False
@@ -106,6 +116,10 @@ class MessageStoreConfig:
     # diskSpaceCleanForciblyRatio) read by DefaultMessageStore.CleanCommitLogService.
     diskSpaceWarningLevelRatio: float = 0.90
     diskSpaceCleanForciblyRatio: float = 0.85
+
+    #: broker.conf keys whose setter name differs from the field (MixAll.properties2Object
+    #: derives a key from each setter: setEnableBatchPush -> enableBatchPush).
+    SETTER_KEYS: ClassVar[dict[str, str]] = {"enableBatchPush": "isEnableBatchPush"}
 
     # ---- derived paths (StorePathConfigHelper) ----------------------------------------------
     def get_store_path_commit_log(self) -> str:
@@ -172,24 +186,31 @@ class ConfigValueError(ValueError):
         self.key, self.raw, self.typ = key, raw, typ
 
 
-@functools.cache
+_FIELD_TYPES: dict[type, dict[str, str]] = {}
+
+
 def field_types(cls: type) -> dict[str, str]:
     """Field name -> annotation text of a config dataclass (the keys a properties file may set)."""
-    return {f.name: str(f.type) for f in dataclasses.fields(cls)}
+    types = _FIELD_TYPES.get(cls)
+    if types is None:
+        types = _FIELD_TYPES[cls] = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+    return types
 
 
-def apply_properties(target: Any, values: Mapping[str, Any]) -> list[str]:
+def apply_properties(target: object, values: Mapping[str, Any]) -> list[str]:
     """Apply RocketMQ key=value strings onto a config dataclass, each converted to its field's
     type (see convert_value); returns the keys the class does not have, in order, untouched.
     A bad value raises ConfigValueError before anything after it is set."""
     unknown = []
     types = field_types(type(target))
+    aliases: Mapping[str, str] = getattr(target, "SETTER_KEYS", {})
     for key, raw in values.items():
-        typ = types.get(key)
+        name = aliases.get(key, key)
+        typ = types.get(name)
         if typ is None:
             unknown.append(key)
             continue
-        setattr(target, key, convert_value(key, typ, raw))
+        setattr(target, name, convert_value(key, typ, raw))
     return unknown
 
 

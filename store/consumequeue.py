@@ -42,8 +42,8 @@ from typing import Callable, Iterator, Mapping, NamedTuple, Sequence
 from construct import Int32sb, Int64sb, Struct
 
 from rmqd.store.layout import struct_of
-from rmqd.store.mapped_file import MappedFileQueue
-from rmqd.wire.message import MessageConst, java_string_hash
+from rmqd.store.mapped_file import MappedFile, MappedFileQueue
+from rmqd.wire.message import MessageConst, ReadableBuffer, java_string_hash
 
 CQ_UNIT = Struct(
     "commitLogOffset" / Int64sb,
@@ -185,7 +185,7 @@ class ConsumeQueue:
             return
 
     @staticmethod
-    def _zero_tail(mf, pos: int) -> None:
+    def _zero_tail(mf: MappedFile, pos: int) -> None:
         zero = bytes(CQ_STORE_UNIT_SIZE)
         end = pos
         while end < mf.file_size and mf.mm[end:end + CQ_STORE_UNIT_SIZE] != zero:
@@ -263,7 +263,7 @@ class ConsumeQueue:
                 j = i + 1
             i = j
 
-    def _fill_pre_blank(self, mf, until_where: int) -> None:
+    def _fill_pre_blank(self, mf: MappedFile, until_where: int) -> None:
         until = until_where % self.mapped_file_size
         mf.write_at(0, PRE_BLANK_UNIT * (until // CQ_STORE_UNIT_SIZE))
         mf.wrote_position = until
@@ -428,7 +428,7 @@ def iter_unit_bytes(data: bytes | memoryview, file_name: str, file_from_offset: 
         yield CqUnit(file_name, pos, (file_from_offset + pos) // CQ_STORE_UNIT_SIZE, offset, size, tags)
 
 
-def valid_unit_prefix(buf, units: int) -> int:
+def valid_unit_prefix(buf: ReadableBuffer, units: int) -> int:
     """How many leading units of ``buf`` are valid (offset >= 0 and size > 0), exactly as a
     unit-by-unit scan finds, at C speed: the first all-zero unit (where written data ends)
     is found with bytes.find, the units before it are checked as big-endian int32 columns
@@ -471,7 +471,7 @@ def valid_unit_prefix(buf, units: int) -> int:
 _ZERO_UNIT = bytes(CQ_STORE_UNIT_SIZE)
 
 
-def _first_offset_at_least(buf, first: int, end: int, phy_offset: int) -> int:
+def _first_offset_at_least(buf: ReadableBuffer, first: int, end: int, phy_offset: int) -> int:
     """Units [first, end) of ``buf``: how many lead with a commit-log offset below
     ``phy_offset`` - what a forward scan finds. Units ascend by offset as dispatch writes
     them, so the answer is bisected and then confirmed at C speed (max over the units

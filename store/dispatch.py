@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Callable, NamedTuple, Sequence
 
-from rmqd.store.commitlog import CommitLog, DispatchRequest
+from rmqd.store.commitlog import CommitLog, DispatchInfo, DispatchRequest
 from rmqd.store.config import MessageStoreConfig
 from rmqd.store.consumequeue import ConsumeQueue
 from rmqd.store.indexfile import IndexService
@@ -98,7 +98,7 @@ class Dispatcher:
         log.error("commitlog/%s offset %d (physical %d): record of topic %r not dispatched: %s; "
                   "it stays in the commit log, consume queues and index skip it", name, pos, phy_offset, topic, why)
 
-    def _topic_ok(self, r: tuple) -> bool:
+    def _topic_ok(self, r: DispatchInfo) -> bool:
         topic = r[0]
         if topic in self._good_topics:
             return True
@@ -117,14 +117,14 @@ class Dispatcher:
                               req.store_timestamp, req.consume_queue_offset, req.keys, req.uniq_key, req.sys_flag,
                               req.prepared_transaction_offset, req.properties),))
 
-    def dispatch_batch(self, infos: Sequence[tuple]) -> None:
+    def dispatch_batch(self, infos: Sequence[DispatchInfo]) -> None:
         """Records as ``CommitLog.dispatch_info`` tuples (DispatchRequest field order), in
         commit-log order: consume-queue units grouped per queue (one batched write each), then
         the index for all of them."""
-        groups: dict[tuple[str, int], list[tuple]] = {}
+        groups: dict[tuple[str, int], list[DispatchInfo]] = {}
         last_ts = 0
         good = self._good_topics
-        indexable: Sequence[tuple] = infos
+        indexable: Sequence[DispatchInfo] = infos
         for r in infos:
             if r[0] not in good and not self._topic_ok(r):
                 indexable = [x for x in infos if x[0] in good]  # rare: rebuilt once per bad batch
@@ -151,7 +151,7 @@ class Dispatcher:
             except Exception:  # entries already built are skipped again by their offset
                 self._one_by_one(indexable, lambda u: index.build_index_batch((u,)), "index")
 
-    def _one_by_one(self, records: Sequence[tuple], put: Callable[[tuple], None], what: str) -> None:
+    def _one_by_one(self, records: Sequence[DispatchInfo], put: Callable[[DispatchInfo], None], what: str) -> None:
         for r in records:
             try:
                 put(r)
@@ -349,15 +349,15 @@ class ReputMessageService:
             start, view = data
             end = len(view)
             pos = 0
-            info: tuple | int = -1
+            info: DispatchInfo | int = -1
             while pos < end:
                 if max_records is not None and count >= max_records:
                     break
                 limit = DISPATCH_BATCH if max_records is None else min(DISPATCH_BATCH, max_records - count)
-                batch = []
+                batch: list[DispatchInfo] = []
                 while pos < end and len(batch) < limit:
                     info = info_of(view, pos, False)
-                    if info.__class__ is int:
+                    if isinstance(info, int):
                         break
                     batch.append(info)
                     pos += info[3]
@@ -369,7 +369,7 @@ class ReputMessageService:
                         self._notify_arrivals(batch)
                     with self._cv:
                         self._cv.notify_all()
-                if info.__class__ is int:
+                if isinstance(info, int):
                     break
             view.release()
             if max_records is not None and count >= max_records:
@@ -387,7 +387,7 @@ class ReputMessageService:
                 break
         return count
 
-    def _notify_arrivals(self, batch: list[tuple]) -> None:
+    def _notify_arrivals(self, batch: list[DispatchInfo]) -> None:
         """Wake long-polling pulls; a listener's failure never stops dispatch."""
         try:
             for r in batch:
@@ -439,7 +439,7 @@ class ReputMessageService:
             start, view = data
             try:
                 info = cl.dispatch_info(view, 0, False)
-                to = start + (info[3] if info.__class__ is not int and info[3] > 0 else len(view))
+                to = start + (info[3] if not isinstance(info, int) and info[3] > 0 else len(view))
             except Exception:
                 to = start + len(view)
             finally:

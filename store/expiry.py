@@ -25,6 +25,7 @@ from typing import Callable, Iterable
 from rmqd.store.config import MessageStoreConfig
 from rmqd.store.consumequeue import ConsumeQueue
 from rmqd.store.indexfile import IndexService
+from rmqd.store.mapped_file import MappedFileQueue
 
 MAX_MANUAL_DELETE_FILE_TIMES = 20
 CLEAN_INITIAL_DELAY_MS = 60_000  # cleanFilesPeriodically's first run, as DefaultMessageStore schedules it
@@ -86,7 +87,7 @@ class CleanService:
     pass (``cleanFilesPeriodically``) after ``clean_initial_delay_ms`` (60 s) and then every
     ``cleanResourceInterval`` ms."""
 
-    def __init__(self, config: MessageStoreConfig, commit_log_queue,
+    def __init__(self, config: MessageStoreConfig, commit_log_queue: MappedFileQueue,
                  consume_queues: Callable[[], Iterable[ConsumeQueue]],
                  index_service: IndexService | None = None,
                  disk_usage: Callable[[str], float] = disk_partition_space_used_percent,

@@ -316,7 +316,7 @@ class MappedFileQueue:
             return
         remove_temp_files(d)
         names = sorted(p.name for p in d.iterdir() if p.is_file())
-        files = []
+        files: list[MappedFile] = []
         try:
             for name in names:
                 path = d / name

@@ -26,6 +26,7 @@ from rmqd.store.dispatch import ArrivalListener, Dispatcher, ReputMessageService
 from rmqd.store.expiry import CLEAN_INITIAL_DELAY_MS, CleanService, disk_partition_space_used_percent
 from rmqd.store.flush import FlushCallback, FlushService, quiet_point
 from rmqd.store.indexfile import IndexService
+from rmqd.store.mapped_file import MappedFile
 from rmqd.store.errors import StoreBusyError, StoreFileError, StoreLockError, StoreNameError
 from rmqd.store.stats import StoreStatsService
 from rmqd.store.topic_config import RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
@@ -189,6 +190,7 @@ class DefaultMessageStore:
             rep = recover_normally(self.commit_log, max_phy_cq, cqs, self.config.checkCRCOnRecover)
         else:
             rollback = self._rollback_index if self._fast_crash_recovery else None
+            assert self.checkpoint is not None  # (read by load(), before recovery)
             rep = recover_abnormally(self.commit_log, self.checkpoint, max_phy_cq, cqs, self.dispatcher.dispatch_batch,
                                      self.config.checkCRCOnRecover, self.config.messageIndexSafe, rollback)
         self.recovery_report = rep
@@ -637,7 +639,7 @@ class DefaultMessageStore:
             total = 0  # res.buffer_total_size
             # the commit-log file of the previous message (a batch almost always stays in one):
             # its start, its written end when looked up, and a view of its mapping
-            mf_cur = None
+            mf_cur: MappedFile | None = None
             mf_start = mf_end = 0
             mf_view: memoryview | None = None
             next_phy_file_start = None
@@ -665,8 +667,9 @@ class DefaultMessageStore:
                     if total == 0:
                         res.status = GetMessageStatus.NO_MATCHED_MESSAGE
                     continue
-                if mf_start <= offset_py and offset_py + size_py <= mf_end and mf_cur._available:
-                    sel = mf_view[offset_py - mf_start:offset_py - mf_start + size_py]
+                # (mf_end > 0 only once mf_cur and mf_view are set)
+                if mf_start <= offset_py and offset_py + size_py <= mf_end and mf_cur._available:  # type: ignore[union-attr]
+                    sel = mf_view[offset_py - mf_start:offset_py - mf_start + size_py]  # type: ignore[index]
                 else:  # CommitLog.get_message, remembering the file for the next message
                     sel = None
                     mf = find_file(offset_py, offset_py == 0)

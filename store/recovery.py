@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from rmqd.store.checkpoint import StoreCheckpoint
-from rmqd.store.commitlog import CommitLog
+from rmqd.store.commitlog import CommitLog, DispatchInfo
 from rmqd.store.consumequeue import ConsumeQueue
 from rmqd.store.dispatch import DISPATCH_BATCH
 from rmqd.store.mapped_file import MappedFile
@@ -45,7 +45,7 @@ class RecoveryReport:
 
 
 def _walk(commit_log: CommitLog, index: int, check_crc: bool,
-          dispatch: Callable[[Sequence[tuple]], None] | None, start_pos: int = 0) -> tuple[int, str, int]:
+          dispatch: Callable[[Sequence[DispatchInfo]], None] | None, start_pos: int = 0) -> tuple[int, str, int]:
     """Validate records from file ``index`` (position ``start_pos``, a record boundary) on;
     with ``dispatch``, hand every valid record to it (``CommitLog.dispatch_info`` tuples, in
     batches) as crash recovery re-dispatches."""
@@ -56,13 +56,13 @@ def _walk(commit_log: CommitLog, index: int, check_crc: bool,
     count = 0
     reason = "end of data"
     view = mf.view()
-    batch: list[tuple] = []
+    batch: list[DispatchInfo] = []
     while True:
         if dispatch is None:  # clean recovery: sizes and CRC only, nothing to dispatch
             size = commit_log.validate_record(view, pos, check_crc)
         else:
             info = commit_log.dispatch_info(view, pos, check_crc)
-            if info.__class__ is int:
+            if isinstance(info, int):
                 size = info
             else:
                 size = info[3]
@@ -88,7 +88,7 @@ def _walk(commit_log: CommitLog, index: int, check_crc: bool,
             reason = ("end of data" if total == 0 else
                       f"invalid record in {mf.file_name} at file position {pos} (bad magic, size or CRC)")
             break
-    if batch:
+    if batch and dispatch is not None:  # (a batch is only gathered with a dispatch)
         dispatch(batch)
     return process_offset + pos, reason, count
 
@@ -216,7 +216,7 @@ def covered_position(commit_log: CommitLog, mf: MappedFile, consume_queues: Iter
 
 
 def recover_abnormally(commit_log: CommitLog, checkpoint: StoreCheckpoint, max_phy_offset_of_cq: int,
-                       consume_queues: Iterable[ConsumeQueue], dispatch: Callable[[Sequence[tuple]], None],
+                       consume_queues: Iterable[ConsumeQueue], dispatch: Callable[[Sequence[DispatchInfo]], None],
                        check_crc: bool = True, index_safe: bool = False,
                        index_rollback: Callable[[int], None] | None = None) -> RecoveryReport:
     """``index_rollback(phy)``: given, the walk may start inside the checkpoint's file (at

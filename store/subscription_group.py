@@ -110,7 +110,7 @@ class SubscriptionGroupManager(ConfigManager):
 
     def update_subscription_group_config(self, cfg: SubscriptionGroupConfig) -> None:
         remark = group_remark(cfg.groupName)  # a None/invalid key would break every later save
-        if remark is not None:
+        if remark is not None or cfg.groupName is None:  # (group_remark refuses None)
             raise ValueError(f"subscription group config refused: {remark}")
         with self._lock:
             self.subscription_group_table[cfg.groupName] = cfg

@@ -33,10 +33,14 @@ from rmqd.store.indexfile import (HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER
                              build_key, index_key_hash)
 from rmqd.wire import fastjson
 from rmqd.wire.names import topic_remark
-from rmqd.wire.message import (BLANK_MAGIC_CODE, MessageConst, MessageRecord, MessageSysFlag, RecordError,
+from rmqd.wire.message import (BLANK_MAGIC_CODE, MessageConst, MessageRecord, MessageSysFlag, ReadableBuffer, RecordError,
                           decode_record)
 
 Progress = Callable[[int, int], None]
+
+#: progress is reported at least every this many bytes of work inside a file (a commit-log
+#: file is 1 GiB by default: ticking per file left the bar still for many seconds)
+TICK_BYTES = 4 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +76,9 @@ def _is_offset_name(name: str, digits: int = 20) -> bool:
     return len(name) == digits and name.isdigit()
 
 
-def _first_nonzero(buf, start: int, end: int) -> int:
-    """Position of the first non-zero byte in buf[start:end], or -1."""
+def _first_nonzero(buf: ReadableBuffer, start: int, end: int, at: Callable[[int], None] | None = None) -> int:
+    """Position of the first non-zero byte in buf[start:end], or -1; ``at(pos)`` is told how
+    far the scan has come, chunk by chunk."""
     chunk = 1 << 20
     zero = bytes(chunk)
     p = start
@@ -83,6 +88,8 @@ def _first_nonzero(buf, start: int, end: int) -> int:
         if piece != zero[:n]:
             return p + next(i for i, b in enumerate(piece) if b)
         p += n
+        if at is not None:
+            at(p)
     return -1
 
 
@@ -98,6 +105,7 @@ class _Verifier:
         self.delay_table = dict(enumerate(config.delay_levels_ms(), 1))
         self.total_bytes = 0
         self.done_bytes = 0
+        self.file_ticked = 0  # bytes of the current file already reported
 
     def report(self, file: Path | str, offset: int, message: str) -> None:
         self.problems.append(Problem(str(file), offset, message))
@@ -106,6 +114,16 @@ class _Verifier:
         self.done_bytes += n
         if self.progress:
             self.progress(self.done_bytes, self.total_bytes)
+
+    def tick_in_file(self, pos: int) -> None:
+        """The current file is checked up to ``pos``: report it every TICK_BYTES."""
+        if pos - self.file_ticked >= TICK_BYTES:
+            self.tick(pos - self.file_ticked)
+            self.file_ticked = pos
+
+    def finish_file(self, size: int) -> None:
+        self.tick(size - self.file_ticked)
+        self.file_ticked = 0
 
     # -- commit log -------------------------------------------------------------------------
     def commit_log(self) -> None:
@@ -141,7 +159,7 @@ class _Verifier:
             buf = _map(p)
             try:
                 if end_of_data:
-                    nz = _first_nonzero(buf, 0, len(buf))
+                    nz = _first_nonzero(buf, 0, len(buf), self.tick_in_file)
                     if nz >= 0:
                         self.report(p, nz, "data after the end of the commit log")
                     continue
@@ -149,21 +167,25 @@ class _Verifier:
                 if pos is not None:  # end of data inside this file
                     end_of_data = True
                     self.max_phy = base + pos
-                    nz = _first_nonzero(buf, pos, len(buf))
+                    nz = _first_nonzero(buf, pos, len(buf), self.tick_in_file)
                     if nz >= 0:
                         self.report(p, nz, f"non-zero bytes after the end of data at {pos} (torn or foreign write)")
                 else:
                     self.max_phy = base + len(buf)
             finally:
-                self.tick(len(buf))
+                self.finish_file(len(buf))
                 if isinstance(buf, mmap.mmap):
                     buf.close()
 
-    def _walk_file(self, path: Path, buf, base: int) -> int | None:
+    def _walk_file(self, path: Path, buf: ReadableBuffer, base: int) -> int | None:
         """Check records; returns the end-of-data position, or None if the file is full."""
         n = len(buf)
         pos = 0
+        next_tick = TICK_BYTES
         while pos + 8 <= n:
+            if pos >= next_tick:
+                self.tick_in_file(pos)
+                next_tick = pos + TICK_BYTES
             total = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
             magic = int.from_bytes(buf[pos + 4:pos + 8], "big")
             if total == 0 and magic == 0:
@@ -300,10 +322,11 @@ class _Verifier:
             try:
                 self._index_file(p, buf, slots, entries)
             finally:
-                self.tick(len(buf))
-                buf.close()
+                self.finish_file(len(buf))
+                if isinstance(buf, mmap.mmap):
+                    buf.close()
 
-    def _index_file(self, p: Path, buf, slots: int, entries: int) -> None:
+    def _index_file(self, p: Path, buf: ReadableBuffer, slots: int, entries: int) -> None:
         begin_ts, end_ts, begin_phy, end_phy, slot_count, count = _HEADER.unpack_from(buf, 0)
         if count <= 0:
             count = 1
@@ -314,6 +337,8 @@ class _Verifier:
         reachable = bytearray(count)
         used = 0
         for s, (head,) in enumerate(_SLOT.iter_unpack(buf[INDEX_HEADER_SIZE:base])):
+            if not s & 0xFFFF:
+                self.tick_in_file(INDEX_HEADER_SIZE + s * HASH_SLOT_SIZE)
             if head == 0:
                 continue
             used += 1
@@ -335,6 +360,8 @@ class _Verifier:
             self.report(p, 32, f"hashSlotCount {slot_count} is below the {used} slots in use")
         for n in range(1, count):
             epos = base + n * INDEX_ENTRY_SIZE
+            if not n & 0xFFFF:
+                self.tick_in_file(epos)
             kh, off, td, prev = _ENTRY.unpack_from(buf, epos)
             if not reachable[n]:
                 self.report(p, epos, f"entry {n} is not reachable from its slot {kh % slots if kh >= 0 else '?'}")
@@ -365,19 +392,28 @@ class _Verifier:
 
     def total(self) -> int:
         n = 0
-        for sub in ("commitlog", "consumequeue", "index"):
-            d = self.root / sub
+        c = self.config
+        for sub in (c.get_store_path_commit_log(), c.get_store_path_consume_queue(), c.get_store_path_index()):
+            d = Path(sub)
             if d.is_dir():
                 n += sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
         return n
 
 
 def _config_for(root: Path, config: MessageStoreConfig | None) -> MessageStoreConfig:
-    """The sizes of ``config`` (or :func:`infer_config`'s) with every path inside ``root``."""
+    """The sizes of ``config`` (or :func:`infer_config`'s) with every path inside ``root``; when
+    ``root`` is the config's own storePathRootDir, its storePathCommitLog stands (the store as
+    the broker that wrote it laid it out)."""
     if config is None:
         return infer_config(root)
     values = dict(vars(config))
-    values.update(storePathRootDir=str(root), storePathCommitLog=None)
+    def norm(path: str | os.PathLike[str]) -> str:
+        return os.path.abspath(os.path.expanduser(path))
+
+    own_root = norm(config.storePathRootDir) == norm(root)
+    values.update(storePathRootDir=str(root))
+    if not own_root:
+        values.update(storePathCommitLog=None)
     return MessageStoreConfig(**values)
 
 
@@ -556,10 +592,10 @@ def dump(store_dir: str | os.PathLike, topic: str | None = None, queue: int | No
                 return
             if is_pre_blank(u) or u.commit_log_offset < min_phy:
                 continue
-            rec = _read_record(files, u.commit_log_offset)
-            if rec is None:
+            found = _read_record(files, u.commit_log_offset)
+            if found is None:
                 return
-            yield message_to_json(rec, u.commit_log_offset)
+            yield message_to_json(found, u.commit_log_offset)
 
 
 __all__ = ["Problem", "verify", "dump", "infer_config", "message_to_json"]

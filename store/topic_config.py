@@ -163,6 +163,7 @@ class TopicConfigManager(ConfigManager):
 
     def update_topic_config(self, tc: TopicConfig) -> None:
         with self._lock:
+            assert tc.topicName is not None  # (built from a validated topic; Java's table refuses null too)
             self.topic_config_table[tc.topicName] = tc
             self._changed()
 

@@ -20,6 +20,7 @@ from rmqd.broker.broker import BrokerRole
 from rmqd.broker.config import BrokerSettings
 from rmqd.broker.namesrv import NamesrvRole
 from rmqd.broker.remoting_client import RemotingClient
+from rmqd.pytest_plugin import serving
 from support import free_broker_port
 from rmqd.wire.bodies import HeartbeatData
 from rmqd.wire.codes import RequestCode
@@ -103,35 +104,37 @@ def decode_pull_body(response: RemotingCommand) -> list[Any]:
     return decode_messages(bytes(response.body or b""))
 
 
-def make_settings(root: Path, namesrv_addr: str | None, **overrides: Any) -> BrokerSettings:
-    settings = BrokerSettings()
+def harness_conf(root: Path, namesrv_addr: str | None = None, **overrides: Any) -> dict[str, str]:
+    """The broker.conf keys of every harness broker: a small store, loopback, a quick flush."""
     props = {
         "brokerClusterName": CLUSTER, "brokerName": BROKER_NAME, "brokerIP1": "127.0.0.1", "brokerIP2": "127.0.0.1",
-        "listenPort": str(free_broker_port()), "storePathRootDir": str(root),
-        "mappedFileSizeCommitLog": str(4 * 1024 * 1024), "mappedFileSizeConsumeQueue": str(6000 * 20),
-        "flushIntervalCommitLog": "50",
+        "storePathRootDir": str(root), "mappedFileSizeCommitLog": str(4 * 1024 * 1024),
+        "mappedFileSizeConsumeQueue": str(6000 * 20), "flushIntervalCommitLog": "50",
+        # RocketMQ's index geometry (the plugin's default is smaller)
+        "maxHashSlotNum": "5000000", "maxIndexNum": "20000000",
     }
     if namesrv_addr:
         props["namesrvAddr"] = namesrv_addr
     props.update({k: str(v) for k, v in overrides.items()})
-    settings.apply(props, source="test")
+    return props
+
+
+def make_settings(root: Path, namesrv_addr: str | None, **overrides: Any) -> BrokerSettings:
+    """Settings for a BrokerRole a test assembles itself (restarts, HA pairs)."""
+    settings = BrokerSettings()
+    settings.apply({"listenPort": str(free_broker_port()), **harness_conf(root, namesrv_addr, **overrides)},
+                   source="test")
     return settings
 
 
 @asynccontextmanager
 async def broker_running(root: Path, *, with_namesrv: bool = True, **overrides: Any) -> AsyncIterator[Harness]:
-    async with trio.open_nursery() as nursery:
-        namesrv = None
-        namesrv_addr = None
-        if with_namesrv:
-            namesrv = NamesrvRole(host="127.0.0.1", port=0)
-            host, port = await nursery.start(namesrv.run)
-            namesrv_addr = f"127.0.0.1:{port}"
-        role = BrokerRole(make_settings(root, namesrv_addr, **overrides), host="127.0.0.1")
-        bound = await nursery.start(role.run)
-        broker_addr = f"127.0.0.1:{bound['broker'][1]}"
+    """A name server and a broker in this trio run (rmqd's pytest plugin's serving()), with a
+    raw Remoting client that records NOTIFY_CONSUMER_IDS_CHANGED."""
+    async with serving(root, harness_conf(root, **overrides), namesrv=with_namesrv) as broker:
+        assert broker.broker_role is not None
         async with RemotingClient("test-client") as client:
-            h = Harness(role, namesrv, client, broker_addr, namesrv_addr)
+            h = Harness(broker.broker_role, broker.namesrv_role, client, broker.broker_addr, broker.namesrv_addr)
 
             async def on_notify(ctx: Any, request: RemotingCommand) -> None:
                 h.notifications.append(request)
@@ -141,10 +144,7 @@ async def broker_running(root: Path, *, with_namesrv: bool = True, **overrides: 
             try:
                 yield h
             finally:
-                client.close_channel(broker_addr)
-        await role.stop()
-        if namesrv is not None:
-            await namesrv.stop()
+                client.close_channel(broker.broker_addr)
 
 
 def run_with_broker(root: Path, fn: Callable[[Harness], Awaitable[None]], *, timeout: float = 30.0,

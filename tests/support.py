@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from rmqd.pytest_plugin import free_broker_port  # noqa: F401 - p, p-2 and p+1 free (re-exported for the tests)
+
 REPO = Path(__file__).resolve().parents[1]
 
 #: the line `rmqd namesrv|broker|serve` prints on stdout once every port listens
@@ -25,24 +27,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def free_broker_port() -> int:
-    """A port p with p, p-2 (the broker's fast/VIP port) and p+1 (a master's HA port,
-    listenPort + 1) all free right now."""
-    for _ in range(200):
-        p = free_port()
-        if p < 1030 or p > 65000:
-            continue
-        try:
-            with socket.socket() as a, socket.socket() as b, socket.socket() as c:
-                a.bind(("127.0.0.1", p))
-                b.bind(("127.0.0.1", p - 2))
-                c.bind(("127.0.0.1", p + 1))
-            return p
-        except OSError:
-            continue
-    raise RuntimeError("no free port pair")
 
 
 def rmqd_command(*args: str) -> list[str]:

@@ -19,7 +19,7 @@ import math
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, overload
 
 from rmqd.wire import fastjson
 from rmqd.wire.codes import LanguageCode
@@ -87,6 +87,12 @@ def as_float(value: Any, default: float = 0.0) -> float:
         return float(value)
     except (TypeError, ValueError):
         raise WireError(f"cannot read {str(value)[:64]!r} as a number") from None
+
+
+@overload
+def as_str(value: Any, default: str) -> str: ...
+@overload
+def as_str(value: Any, default: None = None) -> str | None: ...
 
 
 def as_str(value: Any, default: str | None = None) -> str | None:

@@ -306,11 +306,12 @@ def _mq_version_names() -> list[str]:
     return names
 
 
-MQVersion = IntEnum("MQVersion", [(n, i) for i, n in enumerate(_mq_version_names())])
+# (built from the generated names: members are looked up by name, MQVersion["V4_9_8"], for type checkers)
+MQVersion = IntEnum("MQVersion", [(n, i) for i, n in enumerate(_mq_version_names())])  # type: ignore[misc]
 MQVersion.__doc__ = "MQVersion.Version ordinals (V4_9_4 = 401, V4_9_8 = 409, V5_3_3 = 479)."
 
 #: What a 4.9.8 broker and name server put in every response's ``version`` (409, seen in the capture).
-CURRENT_VERSION: int = MQVersion.V4_9_8.value
+CURRENT_VERSION: int = MQVersion["V4_9_8"].value
 
 
 def version_desc(value: int) -> str:

@@ -23,7 +23,7 @@ import math
 import re
 from decimal import Decimal
 from enum import Enum
-from json.decoder import scanstring as _scanstring
+from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]  # C scanner, not in typeshed
 from json.encoder import encode_basestring as _encode_basestring  # C, keeps non-ASCII
 from json.encoder import encode_basestring_ascii as _encode_basestring_ascii  # C
 from typing import Any

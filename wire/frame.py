@@ -21,7 +21,7 @@ import json
 import struct
 from dataclasses import dataclass
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
-from typing import Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from construct import Bytes, Int8sb, Int16sb, Int32sb, Int32ub, Struct, this
 
@@ -172,13 +172,14 @@ def _reject_constant(name: str) -> float:
 
 # parse_float=str keeps a C++ client's float literal exactly as Java's String field would see it.
 _JSON_DECODER = json.JSONDecoder(parse_float=str, parse_constant=_reject_constant)
-_JSON_SCAN = _JSON_DECODER.scan_once
+_JSON_SCAN = _JSON_DECODER.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__, not in typeshed
 _JSON_TAIL_WS = frozenset(" \t\n\r")
 # The C encoder object itself, built once: json.dumps would rebuild it on every call.
-_json_encode_map = (
+_json_encode_map: Callable[[Any, int], Iterable[str]] = (
     c_make_encoder(None, None, encode_basestring, None, ":", ",", False, False, True)
     if c_make_encoder is not None
-    else json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).iterencode
+    else lambda obj, _indent_level: json.JSONEncoder(
+        ensure_ascii=False, separators=(",", ":"), check_circular=False).iterencode(obj)
 )
 _HEADER_TAIL = '"serializeTypeCurrentRPC":"JSON","version":%d}'
 
@@ -208,7 +209,7 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
 def _java_string(v: object) -> str:
     """A JSON value as the Java String a ``HashMap<String,String>`` field receives."""
     if type(v) is str:
-        return v  # type: ignore[return-value]
+        return v
     if v is True:
         return "true"
     if v is False:
@@ -251,6 +252,7 @@ def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
     if not (type(code) is int and type(version) is int and type(opaque) is int and type(flag) is int):
         code, version, opaque, flag = [_int_field(header, name) for name in _INT_FIELDS]
     lang = get("language")
+    language: int
     if type(lang) is str:
         language = _LANG_BY_NAME.get(lang, LanguageCode.OTHER)
     elif lang is None:
@@ -543,7 +545,7 @@ class FrameDecoder:
             self._buf = data if type(data) is bytes else bytes(data)
             self._pos = 0
             return
-        if type(buf) is bytes:
+        if isinstance(buf, bytes):  # (never a subclass: it is `data`, or bytes(data))
             self._buf = buf = bytearray(memoryview(buf)[pos:])
             self._pos = 0
         elif pos and pos >= (len(buf) >> 1):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, TypeVar, dataclass_transform
 
 from rmqd.wire.codes import RequestCode, SerializeType
 from rmqd.wire.errors import HeaderFieldError
@@ -125,7 +125,11 @@ def _values(obj: Any) -> tuple[Any, ...]:
     return tuple([getattr(obj, n) for n in names])
 
 
-def _header(cls: type) -> type:
+_H = TypeVar("_H")
+
+
+@dataclass_transform()  # type checkers see each header's fields and its keyword __init__
+def _header(cls: type[_H]) -> type[_H]:
     """``@dataclass(slots=True)`` for a header class, its __eq__/__repr__ shared from
     CommandHeader (and a short docstring, which spares dataclass an inspect.signature)."""
     if cls.__doc__ is None:
@@ -225,7 +229,8 @@ def java_field_order(cls: type) -> list[str]:
     for klass in cls.__mro__:
         if not (isinstance(klass, type) and issubclass(klass, CommandHeader)) or klass is CommandHeader:
             continue
-        real = {f.name for f in fields(klass)}  # __dataclass_fields__ also lists ClassVars
+        header_class: type = klass
+        real = {f.name for f in fields(header_class)}  # __dataclass_fields__ also lists ClassVars
         own = [f for f in klass.__dict__.get("__annotations__", {}) if f in real]
         declared += [(_java_class_name(klass), f) for f in own]
     mask = hashmap_capacity(len(declared)) - 1
@@ -413,10 +418,11 @@ class DeleteTopicRequestHeader(CommandHeader):
 
 @_header
 class EndTransactionRequestHeader(RpcRequestHeader):
-    producerGroup: str | None = required(STRING)
-    tranStateTableOffset: int | None = required(LONG)
-    commitLogOffset: int | None = required(LONG)
-    commitOrRollback: int | None = required(INT)
+    # (required: from_ext never leaves them None, so typed without it)
+    producerGroup: str = required(STRING)
+    tranStateTableOffset: int = required(LONG)
+    commitLogOffset: int = required(LONG)
+    commitOrRollback: int = required(INT)
     fromTransactionCheck: bool = optional(BOOL, False)
     msgId: str | None = required(STRING)
     transactionId: str | None = optional(STRING)

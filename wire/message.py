@@ -13,6 +13,7 @@ Facts come from Apache RocketMQ 4.9.8 (``CommitLog.MessageExtEncoder``, ``Messag
 from __future__ import annotations
 
 import ipaddress
+import mmap
 import os
 import struct
 import threading
@@ -435,7 +436,11 @@ def encode_record(*, queue_id: int, flag: int, queue_offset: int, physical_offse
     return b"".join((head, body, tlen, topic_b, len(props_b).to_bytes(2, "big"), props_b))
 
 
-def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, check_crc: bool = False,
+#: what a record is read from: the bytes of a request or pull answer, a view or a mapped file
+ReadableBuffer = bytes | bytearray | memoryview | mmap.mmap
+
+
+def decode_record(buf: ReadableBuffer, pos: int = 0, *, check_crc: bool = False,
                   where: str | None = None, read_body: bool = True) -> MessageRecord:
     """Decode the record at ``pos``; never trusts a length (RecordError naming where/offset)."""
     n = len(buf)

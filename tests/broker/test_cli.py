@@ -3,15 +3,18 @@ exit 0, one-line errors with a non-zero exit and never a traceback."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 
 import pytest
 import trio
 
 from rmqd.broker.remoting_client import RemotingClient
-from support import REPO, free_broker_port, free_port, rmqd, run_once, stop, wait_ready
+from support import REPO, free_broker_port, free_port, rmqd, rmqd_command, run_once, stop, wait_ready
 from rmqd.wire.bodies import ClusterInfo
 from rmqd.wire.codes import RequestCode, ResponseCode
 from rmqd.wire.frame import make_request
@@ -107,11 +110,48 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) ->
         assert needle in lines[0]
 
 
-def test_unknown_config_key_is_one_line(tmp_path):
+def test_apache_style_broker_conf_starts_serve_with_one_warning_per_ignored_key(tmp_path):
+    """A tutorial broker.conf (keys RocketMQ 4.9 ignores, the old spelling mapedFileSizeCommitLog)
+    starts rmqd as it starts Apache's broker: one warning line per ignored key naming the file
+    and the key, the store where 4.9 puts it (storePathRootDir), a clean stop."""
+    root, elsewhere = tmp_path / "store", tmp_path / "elsewhere"
     conf = tmp_path / "broker.conf"
-    conf.write_text("brokerName=x\nlistenPrt=10911\n")
-    result = run_once("broker", "-n", "127.0.0.1:9876", "-c", str(conf))
-    assert_one_line_error(result, "listenPrt", str(conf))
+    conf.write_text(f"brokerClusterName=C1\nbrokerName=b1\nbrokerIP1=127.0.0.1\nstorePathRootDir={root}\n"
+                    f"storePathCommitLog={root}/commitlog\nstorePathConsumeQueue={elsewhere}/consumequeue\n"
+                    f"storePathIndex={elsewhere}/index\nstoreCheckpoint={elsewhere}/checkpoint\n"
+                    f"abortFile={elsewhere}/abort\nmapedFileSizeCommitLog=1048576\nmaxHashSlotNum=1000\n"
+                    "maxIndexNum=4000\n")
+    proc = rmqd("serve", "-c", str(conf), "--host", "127.0.0.1", "--namesrv-port", str(free_port()),
+                "--broker-port", str(free_broker_port()), "--kv-config", str(tmp_path / "kv.json"))
+    try:
+        assert f"store={root}" in wait_ready(proc)
+        assert (root / "checkpoint").is_file() and (root / "abort").is_file()
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err
+    assert not elsewhere.exists()
+    lines = err.strip().splitlines()
+    assert len(lines) == 5 and "Traceback" not in err, err
+    for key in ("storePathConsumeQueue", "storePathIndex", "storeCheckpoint", "abortFile", "mapedFileSizeCommitLog"):
+        (line,) = [x for x in lines if f"{conf}: {key} is ignored" in x]
+        assert "WARNING" in line
+
+
+def test_namesrv_conf_takes_netty_keys_and_warns_on_others(tmp_path):
+    conf = tmp_path / "namesrv.conf"
+    port = free_port()
+    conf.write_text(f"listenPort={port}\nserverWorkerThreads=8\norderMessageEnable=true\nrocketmqHome=/opt/rmq\n"
+                    "listenPortt=1\n")
+    proc = rmqd("namesrv", "-c", str(conf), "--host", "127.0.0.1", "--kv-config", str(tmp_path / "kv.json"))
+    try:
+        assert wait_ready(proc) == f"rmqd ready namesrv=127.0.0.1:{port}"
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err
+    (line,) = err.strip().splitlines()
+    assert f"{conf}: listenPortt is ignored" in line and "did you mean listenPort?" in line
+    conf.write_text("serverWorkerThreads=eight\n")
+    assert_one_line_error(run_once("namesrv", "-c", str(conf)), str(conf), "serverWorkerThreads")
 
 
 def test_bad_config_value_and_missing_file(tmp_path):
@@ -226,3 +266,88 @@ def test_two_broker_names_and_a_slave_register_with_one_name_server(tmp_path):
             code, err = stop(proc)
             assert code == 0, err
         stop(ns)
+
+
+def test_version():
+    from importlib.metadata import version
+
+    result = run_once("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"rmqd {version('rmqd')}"
+
+
+def test_spark_help_lists_its_commands():
+    result = run_once("spark", "--help")
+    assert result.returncode == 0, result.stderr
+    for word in ("verify", "export", "package", "pip install 'rmqd[spark]'"):
+        assert word in result.stdout
+    assert run_once("spark", "package", "--help").returncode == 0
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_log_level_before_or_after_the_subcommand(tmp_path, where):
+    args = ["namesrv", "--host", "127.0.0.1", "--port", "0", "--kv-config", str(tmp_path / "kv.json")]
+    level = ["--log-level", "INFO"]
+    proc = rmqd(*(level + args if where == "before" else args + level))
+    wait_ready(proc)
+    code, err = stop(proc)
+    assert code == 0 and "INFO rmqd: received SIGTERM, shutting down" in err, err
+
+
+def test_log_level_after_a_spark_subcommand_is_rmqd_s(tmp_path):
+    """`rmqd spark package OUT --log-level DEBUG`: the option is taken by rmqd, not handed to
+    the Spark command (whose parser would refuse it)."""
+    result = run_once("spark", "package", str(tmp_path / "rmqd.zip"), "--log-level", "DEBUG")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "rmqd.zip").is_file()
+
+
+@pytest.mark.parametrize("command", ["verify", "export"])
+def test_spark_without_the_spark_extra_prints_the_install_hint(tmp_path, command):
+    """Simulated as a user without `rmqd[spark]` meets it: pyspark cannot be imported."""
+    store = REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "store"
+    argv = ["spark", command, str(store)] + ([str(tmp_path / "out")] if command == "export" else [])
+    code = ("import sys; sys.modules['pyspark'] = None\n"
+            "from rmqd.broker.cli import main\n"
+            f"sys.exit(main({argv!r}))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"rmqd spark {command}: needs rmqd's spark extra: pip install 'rmqd[spark]' (no module named 'pyspark')"]
+
+
+def test_store_verify_takes_the_store_from_the_conf(tmp_path):
+    """`rmqd store verify -c broker.conf` alone verifies the store that `rmqd serve -c` would
+    use: storePathRootDir (and its storePathCommitLog), else ./store of the working directory."""
+    store = (REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "store").resolve()
+    keep = [line for line in FIXTURE_CONF.read_text().splitlines() if not line.startswith("storePath")]
+    conf = tmp_path / "broker.conf"
+    conf.write_text("\n".join(keep + [f"storePathRootDir={store}", f"storePathCommitLog={store}/commitlog"]) + "\n")
+    result = run_once("store", "verify", "-c", str(conf))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().endswith(f"store {store}: OK")
+    # without storePathRootDir: ./store, as for serve
+    bare = tmp_path / "bare.conf"
+    bare.write_text("\n".join(keep) + "\n")
+    work = tmp_path / "work"
+    shutil.copytree(store, work / "store")
+    result = run_once("store", "verify", "-c", str(bare), cwd=work)
+    assert result.returncode == 0 and result.stdout.strip().endswith("store store: OK"), result.stdout + result.stderr
+    # the commit log where the conf puts it
+    moved = tmp_path / "moved"
+    shutil.copytree(store, moved)
+    (moved / "commitlog").rename(tmp_path / "cl")
+    conf.write_text("\n".join(keep + [f"storePathRootDir={moved}", f"storePathCommitLog={tmp_path / 'cl'}"]) + "\n")
+    assert run_once("store", "verify", "-c", str(conf)).returncode == 0
+    assert_one_line_error(run_once("store", "verify"), "store directory or -c broker.conf")
+
+
+def test_store_verify_progress_is_plain_lines_off_a_terminal(tmp_path):
+    store = REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "store"
+    result = subprocess.run(rmqd_command("store", "verify", str(store)), capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, RMQD_PROGRESS_INTERVAL="0"))
+    assert result.returncode == 0
+    lines = result.stderr.splitlines()
+    assert len(lines) > 3 and all(line.startswith(f"verifying {store}: ") for line in lines), result.stderr
+    assert "\r" not in result.stderr and lines[-1].startswith(f"verifying {store}: 100% (")
+    quiet = run_once("store", "verify", str(store))  # the default interval: a short verify says nothing
+    assert quiet.returncode == 0 and quiet.stderr == ""

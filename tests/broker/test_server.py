@@ -5,6 +5,7 @@ graceful stop. Every test is bounded (fail_after + pytest-timeout)."""
 
 from __future__ import annotations
 
+import logging
 import struct
 
 import pytest
@@ -17,7 +18,7 @@ from rmqd.wire.frame import FrameDecoder, RemotingCommand, encode_frame, make_re
 
 pytestmark = pytest.mark.timeout(30)
 
-SLOW, FAST, BOOM, ONEWAY_CODE, PARTS, CALLBACK, HUGE = 9001, 9002, 9003, 9004, 9005, 9006, 9007
+SLOW, FAST, BOOM, ONEWAY_CODE, PARTS, CALLBACK, HUGE, BIG_BODY = 9001, 9002, 9003, 9004, 9005, 9006, 9007, 9008
 
 
 class RawConn:
@@ -68,6 +69,7 @@ class Fixture:
         s.register(PARTS, self.parts)
         s.register(CALLBACK, self.callback)
         s.register(HUGE, self.huge)
+        s.register(BIG_BODY, self.big_body)
         s.add_close_listener(lambda ch: self.closed.append(ch.remote_addr))
 
     async def slow(self, ctx, req):
@@ -94,6 +96,11 @@ class Fixture:
 
     async def huge(self, ctx, req):
         return make_response(req, ResponseCode.SUCCESS, "x" * (17 * 1024 * 1024))  # header > 24-bit length
+
+    async def big_body(self, ctx, req):
+        resp = make_response(req, ResponseCode.SUCCESS)
+        resp.body = [memoryview(bytes(1024 * 1024))] * 48  # more than both socket buffers hold
+        return resp
 
     async def callback(self, ctx, req):
         self.channels.append(ctx.channel)
@@ -339,3 +346,24 @@ def test_port_in_use_fails_before_serving():
                 await second.open_listeners([("127.0.0.1", addrs[0][1])])
             await first.stop()
     trio.run(main)
+
+
+def test_a_client_closing_with_a_response_in_flight_is_no_warning(caplog):
+    """A consumer that shuts down while a pull answer is being written closes with unread data
+    (the kernel answers with a reset): the write fails with EPIPE/ECONNRESET, which is a debug
+    line, not the WARNING "Broken pipe" it was."""
+    async def t(fx, port):
+        c = await RawConn.open(port)
+        await c.send(make_request(BIG_BODY, opaque=1))
+        assert await c.stream.receive_some(65536)  # the server is writing
+        await c.stream.aclose()
+        with trio.fail_after(10):
+            while not fx.closed:
+                await trio.sleep(0.01)
+
+    with caplog.at_level(logging.DEBUG, logger="rmqd.server"):
+        run(t)
+    server_lines = [r for r in caplog.records if r.name == "rmqd.server"]
+    assert not [r for r in server_lines if r.levelno >= logging.WARNING], [r.getMessage() for r in server_lines]
+    assert any("peer has closed the connection" in r.getMessage() and r.levelno == logging.DEBUG
+               for r in server_lines), [r.getMessage() for r in server_lines]
