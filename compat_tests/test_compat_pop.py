@@ -302,28 +302,12 @@ def brokers(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
     apache = ApacheRocketMQ5(base / "apache", broker_conf=dict(GEOMETRY))
     rmqd = RmqdServer(store=base / "rmqd" / "store", log_path=base / "rmqd.log", conf=_conf(base))
     (base / "rmqd").mkdir()
-    errors: list[BaseException] = []
-
-    def start_apache() -> None:
-        try:
-            apache.start()
-        except BaseException as e:  # reported below
-            errors.append(e)
-
-    t = threading.Thread(target=start_apache)
-    t.start()
     try:
-        rmqd.start()
+        with harness.side_by_side(apache, rmqd):
+            yield {LABEL5: apache.namesrv_addr, "rmqd": rmqd.namesrv}
     finally:
-        t.join(180)
-    try:
-        if errors:
-            raise errors[0]
-        yield {LABEL5: apache.namesrv_addr, "rmqd": rmqd.namesrv}
-    finally:
-        apache.stop()
-        code = rmqd.stop()
         _report(request)
+    code = rmqd.stop_code
     assert code == 0, f"rmqd exited with {code} after SIGTERM; log {rmqd.log_path}:\n{harness.tail(rmqd.log_path)}"
 
 
