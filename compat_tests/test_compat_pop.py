@@ -464,3 +464,36 @@ def test_store_popped_on_apache_5_3_3_served_by_rmqd(tmp_path: Path) -> None:
     finally:
         code = server.stop()
     assert code == 0, harness.tail(server.log_path)
+
+
+def test_store_popped_on_rmqd_served_by_apache_5_3_3(tmp_path: Path) -> None:
+    """The other direction: rmqd pops six (invisible 20 s), three are acknowledged, rmqd stops;
+    Apache RocketMQ 5.3.3 serves the store: its timer takes the pending checkpoints from the
+    timercheck rmqd wrote, and the three others come back, the acknowledged never."""
+    _client_ready()
+    problem = apache5_problem()
+    if problem:
+        harness.missing(problem)
+    store = tmp_path / "store"
+    server = RmqdServer(store=store, log_path=tmp_path / "rmqd.log", conf=_conf(tmp_path)).start()
+    c = Ctx(server.namesrv, tmp_path / "before", "ys")
+    try:
+        topic, group = c.name("t"), c.name("g")
+        want = [f"ys-{i}".encode() for i in range(6)]
+        c.produce(topic, want)
+        p = c.popper(topic, group)
+        got = [m for _, m in p.pop_until(6, 60, invisible_ms=20_000, init_mode=0)]
+        assert bodies(got) == sorted(want)
+        for m in got:
+            if body_of(m) in want[:3]:
+                p.ack(m)
+    finally:
+        c.close()
+        code = server.stop()
+    assert code == 0, harness.tail(server.log_path)
+    apache = ApacheRocketMQ5(tmp_path / "apache", broker_conf={**GEOMETRY, "storePathRootDir": str(store)})
+    apache.start()
+    try:
+        _unacked_come_back(apache.namesrv_addr, topic, group, tmp_path / "after", want[3:], want[:3], 20)
+    finally:
+        apache.stop()
