@@ -323,11 +323,13 @@ def _report(request: pytest.FixtureRequest) -> None:
     except OSError:
         pass
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line("")
-        reporter.write_line(f"POP, Java 5.3.3 Remoting client: Apache RocketMQ 5.3.3 vs rmqd")
-        for line in lines:
-            reporter.write_line(line)
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():  # to the terminal, not into the test's capture
+            reporter.write_line("")
+            reporter.write_line("POP, Java 5.3.3 Remoting client: Apache RocketMQ 5.3.3 vs rmqd")
+            for line in lines:
+                reporter.write_line(line)
 
 
 def _run(fn: Callable[[Ctx], None], namesrv: str, workdir: Path, case: str) -> str:

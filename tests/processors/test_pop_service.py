@@ -5,7 +5,6 @@ back after its invisible time + the timer's second + 5.3's 2 s margin."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
