@@ -289,7 +289,13 @@ class PopReviveService:
                 note(item)
         com = self._b.consumer_offset_manager
         moved = 0
+        store = self._b.store
         for (group, topic, queue_id), upto in popped.items():
+            # never past the queue's end (a checkpoint of a deleted and re-created topic)
+            cq = store.get_consume_queue(topic, queue_id)
+            if cq is None:
+                continue
+            upto = min(upto, cq.get_max_offset_in_queue())
             if com.query_offset(group, topic, queue_id) < upto:
                 com.commit_offset("recoverPopOffset", group, topic, queue_id, upto)
                 moved += 1

@@ -279,3 +279,23 @@ def test_max_attempts_dead_letters_instead_of_returning(tmp_path: Path) -> None:
         assert h.role.store.get_max_offset_in_queue("%DLQ%MaG", 0) == 1
 
     run_with_broker(tmp_path, scenario, timeout=90)
+
+
+def test_recover_offsets_moves_stale_offsets_past_the_checkpoints(tmp_path: Path) -> None:
+    """What start-up does after a SIGKILL left consumerOffset.json older than the checkpoints."""
+
+    async def scenario(h: Harness) -> None:
+        svc = h.role.pop_service
+        await _send(h, "RecT", 5)
+        r = await svc.pop(group="RecG", topic="RecT", invisible_time_ms=60_000, init_mode=0)
+        assert len(r.messages) == 5
+        h.wait_dispatched()
+        com = h.role.consumer_offset_manager
+        assert com.query_offset("RecG", "RecT", 0) == 5
+        com.commit_offset("test", "RecG", "RecT", 0, 1)  # as if the file were from before the pop
+        assert svc.revive.recover_offsets() == 1
+        assert com.query_offset("RecG", "RecT", 0) == 5
+        again = await svc.pop(group="RecG", topic="RecT", invisible_time_ms=60_000)
+        assert again.messages == []
+
+    run_with_broker(tmp_path, scenario)
