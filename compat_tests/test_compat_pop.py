@@ -434,6 +434,24 @@ def test_pop_state_survives_restart(how: str, tmp_path: Path) -> None:
     assert code == 0, harness.tail(server.log_path)
 
 
+def _pop_six_ack_three(namesrv: str, workdir: Path, tag: str) -> tuple[str, str, list[bytes]]:
+    """Six messages popped invisible for 20 s, the first three acknowledged: (topic, group, bodies)."""
+    c = Ctx(namesrv, workdir, tag)
+    try:
+        topic, group = c.name("t"), c.name("g")
+        want = [f"{tag}-{i}".encode() for i in range(6)]
+        c.produce(topic, want)
+        p = c.popper(topic, group)
+        got = [m for _, m in p.pop_until(6, 60, invisible_ms=20_000, init_mode=0)]
+        assert bodies(got) == sorted(want)
+        for m in got:
+            if body_of(m) in want[:3]:
+                p.ack(m)
+        return topic, group, want
+    finally:
+        c.close()
+
+
 def test_store_popped_on_apache_5_3_3_served_by_rmqd(tmp_path: Path) -> None:
     """Apache RocketMQ 5.3.3 pops six messages (invisible 20 s) and three are acknowledged; it
     stops; rmqd serves its store: the three others come back after their invisible time (the
@@ -445,20 +463,10 @@ def test_store_popped_on_apache_5_3_3_served_by_rmqd(tmp_path: Path) -> None:
     store = tmp_path / "store"
     apache = ApacheRocketMQ5(tmp_path / "apache", broker_conf={**GEOMETRY, "storePathRootDir": str(store)})
     apache.start()
-    c = Ctx(apache.namesrv_addr, tmp_path / "before", "xs")
     try:
-        topic, group = c.name("t"), c.name("g")
-        want = [f"xs-{i}".encode() for i in range(6)]
-        c.produce(topic, want)
-        p = c.popper(topic, group)
-        got = [m for _, m in p.pop_until(6, 60, invisible_ms=20_000, init_mode=0)]
-        assert bodies(got) == sorted(want)
-        for m in got:
-            if body_of(m) in want[:3]:
-                p.ack(m)
+        topic, group, want = _pop_six_ack_three(apache.namesrv_addr, tmp_path / "before", "xs")
         time.sleep(6)  # 5.3 writes consumerOffset.json every 5 s; its shutdown hook writes it too
     finally:
-        c.close()
         apache.stop()
     server = RmqdServer(store=store, log_path=tmp_path / "rmqd.log", conf=_conf(tmp_path)).start()
     try:
@@ -478,19 +486,9 @@ def test_store_popped_on_rmqd_served_by_apache_5_3_3(tmp_path: Path) -> None:
         harness.missing(problem)
     store = tmp_path / "store"
     server = RmqdServer(store=store, log_path=tmp_path / "rmqd.log", conf=_conf(tmp_path)).start()
-    c = Ctx(server.namesrv, tmp_path / "before", "ys")
     try:
-        topic, group = c.name("t"), c.name("g")
-        want = [f"ys-{i}".encode() for i in range(6)]
-        c.produce(topic, want)
-        p = c.popper(topic, group)
-        got = [m for _, m in p.pop_until(6, 60, invisible_ms=20_000, init_mode=0)]
-        assert bodies(got) == sorted(want)
-        for m in got:
-            if body_of(m) in want[:3]:
-                p.ack(m)
+        topic, group, want = _pop_six_ack_three(server.namesrv, tmp_path / "before", "ys")
     finally:
-        c.close()
         code = server.stop()
     assert code == 0, harness.tail(server.log_path)
     apache = ApacheRocketMQ5(tmp_path / "apache", broker_conf={**GEOMETRY, "storePathRootDir": str(store)})
