@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from importlib import metadata as _metadata
 
+from rmqd import _compiled
+
+_compiled.install()  # a compiled hot module runs only while it is newer than its source
+
 try:
     __version__ = _metadata.version("rmqd")
 except _metadata.PackageNotFoundError:  # run from a zip shipped with --py-files, not installed

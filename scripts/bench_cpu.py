@@ -226,25 +226,63 @@ def measure(addr: str, broker_name: str, queues: int, args, cpu, label: str) -> 
     c3 = cpu()
     c.sock.close()
     return {"label": label, "header": args.header, "sends": args.sends, "failed": bad,
-            "send_cpu_us": send_cpu / args.sends * 1e6, "send_wall_s": t1 - t0,
+            "send_cost": send_cpu / args.sends, "send_wall_s": t1 - t0,
             "consumed": consumed, "pulls": pulls,
-            "consume_cpu_us": (c3 - c2) / consumed * 1e6 if consumed else float("nan")}
+            "consume_cost": (c3 - c2) / consumed if consumed else float("nan")}
 
 
-def start_rmqd(store: Path) -> tuple[subprocess.Popen, str]:
-    """`rmqd serve` on fresh ports, as scripts/bench starts it."""
+def _bench():
+    """scripts/bench as a module (its rmqd launcher and port picker)."""
     from importlib.machinery import SourceFileLoader
 
-    bench = SourceFileLoader("rmqd_bench", str(_REPO / "scripts" / "bench")).load_module()
-    proc, namesrv, _ = bench.start_rmqd(store, bench.rmqd_cmd())
+    return SourceFileLoader("rmqd_bench", str(_REPO / "scripts" / "bench")).load_module()
+
+
+def start_rmqd(store: Path, prefix: list[str] | None = None) -> tuple[subprocess.Popen, str]:
+    """`rmqd serve` on fresh ports, as scripts/bench starts it (under ``prefix``, e.g. valgrind)."""
+    bench = _bench()
+    cmd = bench.rmqd_cmd() if prefix is None else prefix + [sys.executable, "-m", "rmqd"]
+    proc, namesrv, _ = bench.start_rmqd(store, cmd, timeout=600)
     return proc, namesrv
+
+
+class Callgrind:
+    """Instructions executed by a process run under ``valgrind --tool=callgrind`` (user space,
+    all threads): each call zeroes the counters or dumps them, alternately; the value returned
+    is the running total, so that differences between calls are the instructions in between."""
+
+    def __init__(self, pid: int, out_dir: Path) -> None:
+        self.pid = pid
+        self.out_dir = out_dir
+        self.calls = 0
+        self.total = 0
+
+    def __call__(self) -> float:
+        self.calls += 1
+        if self.calls % 2:
+            subprocess.run(["callgrind_control", "-z", str(self.pid)], check=True, capture_output=True)
+            return float(self.total)
+        before = set(self.out_dir.glob("cg.*"))
+        subprocess.run(["callgrind_control", "-d", str(self.pid)], check=True, capture_output=True)
+        for _ in range(600):
+            new = set(self.out_dir.glob("cg.*")) - before
+            if new:
+                break
+            time.sleep(0.1)
+        text = max(new, key=lambda f: f.stat().st_mtime).read_text(errors="replace")
+        m = re.search(r"^(?:summary|totals):\s*(\d+)", text, re.M)
+        self.total += int(m.group(1)) if m else 0
+        return float(self.total)
 
 
 def run_subprocess(args) -> list[dict]:
     results = []
     for r in range(args.rounds):
         tmp = Path(tempfile.mkdtemp(prefix="rmqd-bench-cpu-"))
-        proc, namesrv = start_rmqd(tmp / "store")
+        prefix = None
+        if args.callgrind:
+            prefix = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.%p", "--dump-instr=no"]
+        proc, namesrv = start_rmqd(tmp / "store", prefix)
         try:
             for _ in range(100):
                 try:
@@ -255,7 +293,8 @@ def run_subprocess(args) -> list[dict]:
             else:
                 raise SystemExit("bench_cpu: rmqd never routed BenchmarkTest")
             queues = args.queues or queues
-            results.append(measure(addr, name, queues, args, lambda: cpu_seconds(proc.pid), f"rmqd round {r + 1}"))
+            cpu = Callgrind(proc.pid, tmp) if args.callgrind else (lambda: cpu_seconds(proc.pid))
+            results.append(measure(addr, name, queues, args, cpu, f"rmqd round {r + 1}"))
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -266,6 +305,20 @@ def run_subprocess(args) -> list[dict]:
     return results
 
 
+def _broker_in_process():
+    """(store dir, port, settings, BrokerRole) of a broker to run in this process (ASYNC_FLUSH,
+    no name server)."""
+    from rmqd.broker.broker import BrokerRole
+    from rmqd.broker.config import BrokerSettings
+
+    tmp = Path(tempfile.mkdtemp(prefix="rmqd-bench-cpu-"))
+    settings = BrokerSettings()
+    port = _bench().free_port(pair=True)
+    settings.apply({"brokerIP1": "127.0.0.1", "listenPort": str(port), "storePathRootDir": str(tmp),
+                    "flushDiskType": "ASYNC_FLUSH"}, source="bench")
+    return tmp, port, settings, BrokerRole(settings, host="127.0.0.1")
+
+
 def run_inproc(args) -> list[dict]:
     """The broker in this process on a trio thread; the client here, in the main thread. cProfile
     (--profile) covers the broker's thread for the measured sends only."""
@@ -273,19 +326,9 @@ def run_inproc(args) -> list[dict]:
 
     import trio
 
-    from rmqd.broker.broker import BrokerRole
-    from rmqd.broker.config import BrokerSettings
-
     results = []
     for r in range(args.rounds):
-        tmp = Path(tempfile.mkdtemp(prefix="rmqd-bench-cpu-"))
-        settings = BrokerSettings()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        settings.apply({"brokerIP1": "127.0.0.1", "listenPort": str(port), "storePathRootDir": str(tmp),
-                        "flushDiskType": "ASYNC_FLUSH"}, source="bench")
-        role = BrokerRole(settings, host="127.0.0.1")
+        tmp, port, settings, role = _broker_in_process()
         ready = threading.Event()
         bound: dict = {}
         token_box: list = []
@@ -346,6 +389,175 @@ def run_inproc(args) -> list[dict]:
     return results
 
 
+_CG_SOURCE = r"""
+#include <valgrind/callgrind.h>
+void cg_start(void) { CALLGRIND_START_INSTRUMENTATION; CALLGRIND_ZERO_STATS; }
+void cg_stop(void) { CALLGRIND_DUMP_STATS_AT("measured"); CALLGRIND_STOP_INSTRUMENTATION; }
+"""
+
+
+def _callgrind_hooks():
+    """(start, stop): valgrind's client requests, compiled once; no-ops outside valgrind."""
+    import ctypes
+
+    lib = Path(tempfile.gettempdir()) / "rmqd-bench-cg.so"
+    if not lib.exists():
+        src = lib.with_suffix(".c")
+        src.write_text(_CG_SOURCE)
+        subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    cg = ctypes.CDLL(str(lib))
+    return cg.cg_start, cg.cg_stop
+
+
+def run_loop(args) -> list[dict]:
+    """The broker's request path with no sockets and no other task: frames fed to the server's
+    own read-chunk dispatch `--per-read` at a time, the answers encoded and joined as the socket
+    write would take them, then the after-requests hook (dispatch), all on the trio thread. CPU
+    is that thread's own time (time.thread_time); under `valgrind --tool=callgrind
+    --instr-atstart=no` the measured loops are the only code instrumented, so the dump's total
+    is the instructions of exactly the measured requests (deterministic: use it to compare)."""
+    import trio
+
+    from rmqd.broker.server import Channel, RequestContext
+    from rmqd.wire.frame import FrameDecoder
+
+    start_cg, stop_cg = _callgrind_hooks()
+    results = []
+
+    class NullStream(trio.abc.Stream):
+        async def send_all(self, data) -> None:
+            pass
+
+        async def wait_send_all_might_not_block(self) -> None:
+            pass
+
+        async def receive_some(self, max_bytes=None) -> bytes:
+            await trio.sleep_forever()
+            return b""
+
+        async def aclose(self) -> None:
+            pass
+
+    for r in range(args.rounds):
+        tmp, port, settings, role = _broker_in_process()
+        out: dict = {}
+
+        async def main() -> None:
+            async with trio.open_nursery() as n:
+                await n.start(role.run)
+                server = role.server
+                channel = Channel(NullStream(), local_addr=f"127.0.0.1:{port}", remote_addr="127.0.0.1:50123")
+                ctx = RequestContext(channel, server)
+                limiter = trio.Semaphore(1 << 20)
+                queues = args.queues or role.topic_config_manager.select_topic_config(TOPIC).writeQueueNums
+                name = settings.broker.brokerName
+                frames = send_frames(args.header, args.warmup + args.sends, queues, args.size, name, 1)
+                per = args.per_read
+                chunks = [b"".join(frames[i:i + per]) for i in range(0, len(frames), per)]
+                warm = (args.warmup + per - 1) // per
+                written = [0]
+
+                async def feed(chunk: bytes) -> bytes:
+                    decoder = FrameDecoder()
+                    decoder.feed(chunk)
+                    batch: list = []
+                    await server._dispatch_chunk(channel, decoder, ctx, batch, n, limiter)
+                    data = b"".join(batch)  # what sendmsg would copy
+                    written[0] += len(data)
+                    server._run_after_requests()
+                    return data
+
+                for chunk in chunks[:warm]:
+                    await feed(chunk)
+                await trio.sleep(0.3)
+                prof = None
+                if args.profile:
+                    import cProfile
+                    prof = cProfile.Profile()
+                    prof.enable()
+                start_cg()
+                c0 = time.thread_time()
+                for chunk in chunks[warm:]:
+                    await feed(chunk)
+                c1 = time.thread_time()
+                stop_cg()
+                if prof is not None:
+                    prof.disable()
+                    prof.dump_stats(args.profile)
+                # consume: every queue from 0 to its end, 32 per pull
+                consumed = pulls = 0
+                start_cg()
+                c2 = time.thread_time()
+                for q in range(queues):
+                    offset = 0
+                    while True:
+                        pulls += 1
+                        data = await feed(pull_frame(args.header, 10_000_000 + pulls, q, offset, name))
+                        word = _LEN.unpack_from(data, 4)[0]
+                        code, ext = _header(data[8:8 + (word & 0xFFFFFF)], word >> 24)
+                        if code != 0:
+                            break
+                        body = data[8 + (word & 0xFFFFFF):]
+                        pos = 0
+                        while pos + 4 <= len(body):
+                            pos += _LEN.unpack_from(body, pos)[0]
+                            consumed += 1
+                        nxt = int(ext["nextBeginOffset"])
+                        if nxt <= offset:
+                            break
+                        offset = nxt
+                c3 = time.thread_time()
+                stop_cg()
+                import rmqd.wire.frame as frame_module
+                out.update({"tree": str(Path(frame_module.__file__).resolve().parent.parent),
+                            "label": f"loop round {r + 1}", "header": args.header, "sends": args.sends, "failed": 0,
+                            "send_cost": (c1 - c0) / args.sends, "send_wall_s": c1 - c0, "consumed": consumed,
+                            "pulls": pulls, "consume_cost": (c3 - c2) / consumed if consumed else float("nan")})
+                await role.stop()
+                n.cancel_scope.cancel()
+
+        try:
+            trio.run(main)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        results.append(out)
+    return results
+
+
+def run_loop_callgrind(args) -> list[dict]:
+    """--loop under callgrind, one process per round: its two dumps are the measured sends'
+    and the measured pulls' instructions."""
+    rows = []
+    for r in range(args.rounds):
+        tmp = Path(tempfile.mkdtemp(prefix="rmqd-bench-cg-"))
+        try:
+            cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+                   f"--callgrind-out-file={tmp}/cg.out",
+                   sys.executable, __file__, "--loop", "--json", "--rounds", "1", "--header", args.header,
+                   "--sends", str(args.sends), "--warmup", str(args.warmup), "--size", str(args.size),
+                   "--per-read", str(args.per_read), "--queues", str(args.queues)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+            line = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+            if proc.returncode != 0 or not line:
+                raise SystemExit(f"bench_cpu: the callgrind run failed: {proc.stderr[-2000:]}")
+            row = json.loads(line[-1])
+            # --separate-threads: the trio thread's counts (-01), not the flush threads' (time-dependent)
+            totals = []
+            for f in sorted(tmp.glob("cg.out.*-01"), key=lambda f: int(f.name.split(".")[2].split("-")[0])):
+                m = re.search(r"^(?:summary|totals):\s*(\d+)", f.read_text(errors="replace"), re.M)
+                totals.append(int(m.group(1)) if m else 0)
+            if len(totals) < 2:
+                raise SystemExit(f"bench_cpu: expected two callgrind dumps in {tmp}, found {len(totals)}")
+            row.update({"label": f"loop round {r + 1} (callgrind, trio thread)", "send_cost": totals[0] / args.sends,
+                        "consume_cost": totals[1] / row["consumed"] if row["consumed"] else float("nan")})
+            row.pop("per_send", None)
+            row.pop("per_consumed", None)
+            rows.append(row)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return rows
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--header", choices=("json", "rocketmq", "both"), default="both")
@@ -356,9 +568,15 @@ def main() -> int:
     p.add_argument("--queues", type=int, default=0, help="queues to rotate over (default: all write queues)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--inproc", action="store_true", help="the broker in this process (for --profile, callgrind)")
+    p.add_argument("--loop", action="store_true",
+                   help="the request path in this process with no sockets (thread CPU; deterministic under "
+                        "valgrind --tool=callgrind --instr-atstart=no, which counts only the measured sends)")
     p.add_argument("--profile", help="--inproc: write a cProfile of the measured sends here")
     p.add_argument("--namesrv", help="a running broker's name server (with --pid): measure it instead")
     p.add_argument("--pid", type=int, help="the running broker's pid (its CPU is read from /proc)")
+    p.add_argument("--callgrind", action="store_true",
+                   help="run rmqd serve under valgrind's callgrind: instructions (user space, all threads) "
+                        "per send and per consumed message instead of CPU time; load does not change them")
     p.add_argument("--json", action="store_true", help="one JSON line per round instead of the table")
     args = p.parse_args()
     kinds = ("json", "rocketmq") if args.header == "both" else (args.header,)
@@ -372,26 +590,40 @@ def main() -> int:
             addr, name, queues = route(args.namesrv)
             rows += [measure(addr, name, args.queues or queues, args, lambda: cpu_seconds(args.pid),
                              f"pid {args.pid} round {r + 1}") for r in range(args.rounds)]
+        elif args.loop and args.callgrind:
+            rows += run_loop_callgrind(args)
+        elif args.loop:
+            rows += run_loop(args)
         elif args.inproc:
             rows += run_inproc(args)
         else:
             rows += run_subprocess(args)
     load1 = os.getloadavg()
+    unit, scale = ("k instructions", 1e-3) if args.callgrind else ("CPU us", 1e6)
+    for r in rows:
+        r["unit"] = unit
+        r["per_send"] = r.pop("send_cost") * scale
+        r["per_consumed"] = r.pop("consume_cost") * scale
     if args.json:
         for r in rows:
             print(json.dumps(r))
-        return 0
+        return 0 if not any(r["failed"] for r in rows) else 1
+    how = ("instructions in user space, all threads (valgrind callgrind)" if args.callgrind
+           else "the broker process's utime+stime (/proc)")
     print(f"load average before {load0[0]:.2f}, after {load1[0]:.2f}; {args.sends} sends of {args.size} B per round, "
-          f"{args.per_read} per read; CPU = the broker process's utime+stime")
-    print("| header | round | CPU us / send | CPU us / consumed msg | sends failed | send wall s |")
+          f"{args.per_read} per read; {unit} = {how}")
+    trees = sorted({r["tree"] for r in rows if "tree" in r})
+    if trees:
+        print(f"code measured: {', '.join(trees)} (PYTHONPATH=<dir with rmqd/ laid out as installed> picks another)")
+    print(f"| header | round | {unit} / send | {unit} / consumed msg | sends failed | send wall s |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['header']} | {r['label']} | {r['send_cpu_us']:.1f} | {r['consume_cpu_us']:.2f} | {r['failed']} "
+        print(f"| {r['header']} | {r['label']} | {r['per_send']:.1f} | {r['per_consumed']:.2f} | {r['failed']} "
               f"| {r['send_wall_s']:.2f} |")
     for kind in kinds:
         mine = [r for r in rows if r["header"] == kind]
-        print(f"median {kind}: {statistics.median(r['send_cpu_us'] for r in mine):.1f} us/send, "
-              f"{statistics.median(r['consume_cpu_us'] for r in mine):.2f} us/consumed message")
+        print(f"median {kind}: {statistics.median(r['per_send'] for r in mine):.1f} {unit}/send, "
+              f"{statistics.median(r['per_consumed'] for r in mine):.2f} {unit}/consumed message")
     return 0 if not any(r["failed"] for r in rows) else 1
 
 
