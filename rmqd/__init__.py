@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from importlib import metadata as _metadata
 
-from rmqd import _compiled
-
-_compiled.install()  # a compiled hot module runs only while it is newer than its source
+try:
+    from rmqd import _compiled
+except ImportError:  # the PySpark --py-files zip ships this file alone: nothing there is compiled
+    pass
+else:
+    _compiled.install()  # a compiled hot module runs only while it is newer than its source
 
 try:
     __version__ = _metadata.version("rmqd")

@@ -97,7 +97,9 @@ def test_damaged_binary_headers_fail_alike(header: bytes, cut: int) -> None:
     built, pure = _module("rmqd.wire.frame")
     # a real header start, then arbitrary bytes: every length check is reached
     fixed = bytes.fromhex("0136000191000000070000000000000000") + header[:cut]
-    for data in (header, fixed, fixed + b"\x00\x00\x00\x10" + header):
+    # ... and an entry whose value length has its sign bit set (a C shift would wrap it)
+    signed = fixed[:17] + bytes.fromhex("0000000d0001618000000167") + header[:cut]
+    for data in (header, fixed, fixed + b"\x00\x00\x00\x10" + header, signed):
         a, b = _outcome(built.decode_binary_header, data), _outcome(pure.decode_binary_header, data)
         if a[0] == "ok":
             assert b[0] == "ok" and _fields(a[1]) == _fields(b[1])
@@ -190,3 +192,20 @@ def test_build_ext_lists_existing_modules() -> None:
     for name in _compiled.MODULES:
         parts = name.split(".")[1:]
         assert ROOT.joinpath(*parts).with_suffix(".py").is_file(), name
+
+
+@settings(max_examples=400, deadline=None)
+@given(s=st.text(max_size=40) | st.text(alphabet=st.characters(max_codepoint=127), min_size=500, max_size=700),
+       prefix=st.text(max_size=20))
+def test_java_hashes_alike(s: str, prefix: str) -> None:
+    built, pure = _module("rmqd.wire.javamap")
+    assert built.java_string_hash(s) == pure.java_string_hash(s)
+    ph = pure.java_string_hash(prefix)
+    assert built.java_string_hash_from(ph, s) == pure.java_string_hash_from(ph, s) == pure.java_string_hash(prefix + s)
+
+
+def test_java_hash_takes_its_compiled_loop_only_when_built() -> None:
+    built, pure = _module("rmqd.wire.javamap")
+    assert pure.COMPILED is False
+    assert built.COMPILED is (not (built.__file__ or "").endswith(".py"))
+    assert pure._ascii_hash(0, b"TBW102") == pure.java_string_hash("TBW102") == built._ascii_hash(0, b"TBW102")

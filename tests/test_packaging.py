@@ -43,6 +43,9 @@ def test_the_wheel_installs_only_rmqd(wheel):
     assert "rmqd/broker/cli.py" in names and "rmqd/spark/package.py" in names
     # the repository's folders are mapped, not copied: nothing of tests/ or compat_tests/ ships
     assert not [n for n in names if n.startswith(("rmqd/tests", "rmqd/compat_tests", "tests/"))]
+    # scripts/build_ext's builds stay in the checkout: the wheel is plain Python, runs anywhere
+    assert not [n for n in names if n.endswith((".so", ".pyd", ".c"))]
+    assert "rmqd/_compiled.py" in names
 
 
 def test_the_wheel_metadata_names_license_author_and_home(wheel):

@@ -389,11 +389,13 @@ def decode_binary_header(header: bytes | memoryview) -> RemotingCommand:
                     raise FrameError(f"ROCKETMQ header extFields key length {_short(klen)} at offset {pos} "
                                      "exceeds extFields")
                 vstart = kend + 4
-                vlen = (data[kend] << 24) | (data[kend + 1] << 16) | (data[kend + 2] << 8) | data[kend + 3]
+                high = data[kend]
+                # a negative length is refused before the shift (compiled, a C int would wrap)
+                vlen = -1 if high > 0x7F else (high << 24) | (data[kend + 1] << 16) | (data[kend + 2] << 8) | data[kend + 3]
                 vend = vstart + vlen
-                if vlen & 0x80000000 or vend > end:
-                    raise FrameError(f"ROCKETMQ header extFields value length {_int(vlen)} at offset {kend} "
-                                     "exceeds extFields")
+                if vlen < 0 or vend > end:
+                    raise FrameError(f"ROCKETMQ header extFields value length {_I32.unpack_from(data, kend)[0]} at "
+                                     f"offset {kend} exceeds extFields")
                 # readStr: an empty string reads as null; Java's HashMap then holds a null key or
                 # value, which its encoder skips - so such an entry is dropped (a null value
                 # replaces an earlier value of the same key).
