@@ -167,7 +167,7 @@ def _loaded_from(tmp_path: Path, env: dict[str, str] | None = None) -> str:
     code = ("import sys; from rmqd import _compiled; _compiled.MODULES = _compiled.MODULES + ('pkgx.frame',); "
             "import pkgx.frame as f; print(f.__file__)")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "PYTHONPATH": str(tmp_path), **(env or {})})
+                       env={**os.environ, "PYTHONPATH": str(tmp_path), "RMQD_PURE": "", **(env or {})})
     assert r.returncode == 0, r.stderr
     return r.stdout.strip()
 

@@ -325,29 +325,30 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
     remark = cmd.remark
     rb = remark.encode("utf-8", "replace") if remark else b""
     language = cmd.language
-    parts = [
-        _BIN_FIXED.pack(
-            _short(cmd.code), language if -128 <= language < 128 else 0,
-            _short(cmd.version), _int(cmd.opaque), _int(cmd.flag), len(rb),
-        ),
-        rb,
-        b"",  # extFields length, filled in below
-    ]
+    code, version, opaque, flag = cmd.code, cmd.version, cmd.opaque, cmd.flag
+    # in range (every real command): no wrapping calls; a field per answer, so it counts
+    if not (-0x8000 <= code < 0x8000 and -0x8000 <= version < 0x8000):
+        code, version = _short(code), _short(version)
+    if not (-0x80000000 <= opaque < 0x80000000 and -0x80000000 <= flag < 0x80000000):
+        opaque, flag = _int(opaque), _int(flag)
+    head = _BIN_FIXED.pack(code, language if -128 <= language < 128 else 0, version, opaque, flag, len(rb))
     ext = cmd.ext_fields
-    total = 0
-    if ext:
-        append = parts.append
-        for k, v in ext.items():
-            if k is None or v is None:
-                continue
+    if not ext:
+        return head + rb + b"\x00\x00\x00\x00"
+    chunks: list[bytes] = []
+    extend = chunks.extend
+    prefixes = _KEY_PREFIX_CACHE
+    pack_len = _I32.pack
+    for k, v in ext.items():
+        if k is None or v is None:
+            continue
+        kp = prefixes.get(k)
+        if kp is None:
             kp = _key_prefix(k)
-            vb = (v if type(v) is str else _java_string(v)).encode("utf-8", "replace")
-            append(kp)
-            append(_I32.pack(len(vb)))
-            append(vb)
-            total += len(kp) + 4 + len(vb)
-    parts[2] = _I32.pack(total)
-    return b"".join(parts)
+        vb = (v if type(v) is str else _java_string(v)).encode("utf-8", "replace")
+        extend((kp, pack_len(len(vb)), vb))
+    fields = b"".join(chunks)
+    return b"".join((head, rb, pack_len(len(fields)), fields))
 
 
 def decode_binary_header(header: bytes | memoryview) -> RemotingCommand:
@@ -454,7 +455,13 @@ def encode_frame_parts(
 
 def encode_frame(cmd: RemotingCommand) -> bytes:
     """The complete frame, length word included."""
-    header = encode_header(cmd)
+    stype = cmd.serialize_type  # encode_header inlined: every answer passes here
+    if stype == SerializeType.ROCKETMQ:
+        header = encode_binary_header(cmd)
+    elif stype == SerializeType.JSON:
+        header = encode_json_header(cmd)
+    else:
+        raise FrameError(f"unknown serialize type {stype}")
     hl = len(header)
     if hl > 0xFFFFFF:
         raise FrameError(f"header of {hl} bytes does not fit the 24-bit header length")
