@@ -12,6 +12,13 @@ from __future__ import annotations
 from importlib import metadata as _metadata
 
 try:
+    from rmqd import _compiled
+except ImportError:  # the PySpark --py-files zip ships this file alone: nothing there is compiled
+    pass
+else:
+    _compiled.install()  # a compiled hot module runs only while it is newer than its source
+
+try:
     __version__ = _metadata.version("rmqd")
 except _metadata.PackageNotFoundError:  # run from a zip shipped with --py-files, not installed
     __version__ = "0+unknown"

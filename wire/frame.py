@@ -327,35 +327,36 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
     remark = cmd.remark
     rb = remark.encode("utf-8", "replace") if remark else b""
     language = cmd.language
-    parts = [
-        _BIN_FIXED.pack(
-            _short(cmd.code), language if -128 <= language < 128 else 0,
-            _short(cmd.version), _int(cmd.opaque), _int(cmd.flag), len(rb),
-        ),
-        rb,
-        b"",  # extFields length, filled in below
-    ]
+    code, version, opaque, flag = cmd.code, cmd.version, cmd.opaque, cmd.flag
+    # in range (every real command): no wrapping calls; a field per answer, so it counts
+    if not (-0x8000 <= code < 0x8000 and -0x8000 <= version < 0x8000):
+        code, version = _short(code), _short(version)
+    if not (-0x80000000 <= opaque < 0x80000000 and -0x80000000 <= flag < 0x80000000):
+        opaque, flag = _int(opaque), _int(flag)
+    head = _BIN_FIXED.pack(code, language if -128 <= language < 128 else 0, version, opaque, flag, len(rb))
     ext = cmd.ext_fields
-    total = 0
-    if ext:
-        append = parts.append
-        for k, v in ext.items():
-            if k is None or v is None:
-                continue
+    if not ext:
+        return head + rb + b"\x00\x00\x00\x00"
+    chunks: list[bytes] = []
+    extend = chunks.extend
+    prefixes = _KEY_PREFIX_CACHE
+    pack_len = _I32.pack
+    for k, v in ext.items():
+        if k is None or v is None:
+            continue
+        kp = prefixes.get(k)
+        if kp is None:
             kp = _key_prefix(k)
-            vb = (v if type(v) is str else _java_string(v)).encode("utf-8", "replace")
-            append(kp)
-            append(_I32.pack(len(vb)))
-            append(vb)
-            total += len(kp) + 4 + len(vb)
-    parts[2] = _I32.pack(total)
-    return b"".join(parts)
+        vb = (v if type(v) is str else _java_string(v)).encode("utf-8", "replace")
+        extend((kp, pack_len(len(vb)), vb))
+    fields = b"".join(chunks)
+    return b"".join((head, rb, pack_len(len(fields)), fields))
 
 
-def decode_binary_header(data: bytes | memoryview) -> RemotingCommand:
+def decode_binary_header(header: bytes | memoryview) -> RemotingCommand:
     """``rocketMQProtocolDecode``, with every length checked against the header's own bytes."""
-    if type(data) is not bytes:
-        data = bytes(data)  # one copy of the header; slicing bytes is cheaper than memoryviews
+    # one copy of the header; slicing bytes is cheaper than memoryviews
+    data = header if type(header) is bytes else bytes(header)
     n = len(data)
     if n < _BIN_EMPTY_LEN:
         raise FrameError(f"ROCKETMQ header truncated: {n} bytes, at least {_BIN_EMPTY_LEN} needed")
@@ -378,27 +379,32 @@ def decode_binary_header(data: bytes | memoryview) -> RemotingCommand:
         if end > n:
             raise FrameError(f"ROCKETMQ header extFields length {ext_len} at offset {pos - 4} exceeds the header ({n} bytes)")
         ext = {}
-        unpack_i16 = _I16.unpack_from
-        unpack_i32 = _I32.unpack_from
         try:
+            # Lengths are read byte by byte: as cheap as a struct call in CPython, and a plain
+            # C read where this module is compiled (frame.pxd types the positions).
             while pos < end:
-                if pos + 2 > end:
+                kstart = pos + 2
+                if kstart > end:
                     raise FrameError(f"ROCKETMQ header extFields entry truncated at offset {pos}")
-                klen = unpack_i16(data, pos)[0]
-                pos += 2
-                if klen < 0 or pos + klen + 4 > end:
-                    raise FrameError(f"ROCKETMQ header extFields key length {klen} at offset {pos - 2} exceeds extFields")
-                kend = pos + klen
-                vlen = unpack_i32(data, kend)[0]
+                klen = (data[pos] << 8) | data[pos + 1]
+                kend = kstart + klen
+                if klen & 0x8000 or kend + 4 > end:
+                    raise FrameError(f"ROCKETMQ header extFields key length {_short(klen)} at offset {pos} "
+                                     "exceeds extFields")
                 vstart = kend + 4
-                if vlen < 0 or vstart + vlen > end:
-                    raise FrameError(f"ROCKETMQ header extFields value length {vlen} at offset {kend} exceeds extFields")
+                high = data[kend]
+                # a negative length is refused before the shift (compiled, a C int would wrap)
+                vlen = -1 if high > 0x7F else (high << 24) | (data[kend + 1] << 16) | (data[kend + 2] << 8) | data[kend + 3]
                 vend = vstart + vlen
+                if vlen < 0 or vend > end:
+                    raise FrameError(f"ROCKETMQ header extFields value length {_I32.unpack_from(data, kend)[0]} at "
+                                     f"offset {kend} exceeds extFields")
                 # readStr: an empty string reads as null; Java's HashMap then holds a null key or
                 # value, which its encoder skips - so such an entry is dropped (a null value
                 # replaces an earlier value of the same key).
                 if klen:
-                    key = data[pos:kend].decode()
+                    pos = kstart
+                    key = data[kstart:kend].decode()
                     if vlen:
                         pos = vstart
                         ext[key] = data[vstart:vend].decode()
@@ -451,7 +457,13 @@ def encode_frame_parts(
 
 def encode_frame(cmd: RemotingCommand) -> bytes:
     """The complete frame, length word included."""
-    header = encode_header(cmd)
+    stype = cmd.serialize_type  # encode_header inlined: every answer passes here
+    if stype == SerializeType.ROCKETMQ:
+        header = encode_binary_header(cmd)
+    elif stype == SerializeType.JSON:
+        header = encode_json_header(cmd)
+    else:
+        raise FrameError(f"unknown serialize type {stype}")
     hl = len(header)
     if hl > 0xFFFFFF:
         raise FrameError(f"header of {hl} bytes does not fit the 24-bit header length")

@@ -21,6 +21,9 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 HASHMAP_DEFAULT_CAPACITY = 16
 _POW31 = [pow(31, i, 1 << 32) for i in range(511, -1, -1)]  # 31^511 .. 31^0 (mod 2^32)
+#: True where this module runs as a Cython build (scripts/build_ext): the hashes then take a plain
+#: loop, which javamap.pxd turns into C; interpreted, map/sum keeps the loop in C instead.
+COMPILED = not __file__.endswith(".py")
 
 
 def java_string_hash(s: str) -> int:
@@ -28,6 +31,8 @@ def java_string_hash(s: str) -> int:
 
     sum(c[i] * 31^(n-1-i)) mod 2^32, computed with map/sum so the loop runs in C."""
     if s.isascii():
+        if COMPILED:
+            return _ascii_hash(0, s.encode("ascii"))
         units: bytes | list[int] = s.encode("ascii")
     else:
         raw = s.encode("utf-16-be", "surrogatepass")
@@ -47,6 +52,8 @@ def java_string_hash_from(prefix_hash: int, s: str) -> int:
     h(p + s) = h(p) * 31^len(s) + h(s) (mod 2^32, len in UTF-16 units). Lets the index hash
     ``topic#key`` without building the string or re-hashing the shared prefix."""
     if s.isascii() and len(s) < 512:
+        if COMPILED:
+            return _ascii_hash(prefix_hash & 0xFFFFFFFF, s.encode("ascii"))
         n = len(s)
         h = prefix_hash * _POW31[511 - n] + sum(map(operator.mul, s.encode("ascii"), _POW31[512 - n:]))
     else:
@@ -54,6 +61,15 @@ def java_string_hash_from(prefix_hash: int, s: str) -> int:
         h = prefix_hash * pow(31, units, 1 << 32) + java_string_hash(s)
     h &= 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
+
+
+def _ascii_hash(h: int, data: bytes) -> int:
+    """Horner's rule over ASCII bytes from hash ``h`` (unsigned), as a signed 32-bit int: the
+    compiled form of the two hashes above (a C loop; interpreted it would be the slowest way)."""
+    mask = 0xFFFFFFFF  # a typed local: Cython keeps a literal this large a Python int
+    for c in data:
+        h = (h * 31 + c) & mask
+    return h - 0x100000000 if h > 0x7FFFFFFF else h
 
 
 def java_hash(key: Any) -> int:

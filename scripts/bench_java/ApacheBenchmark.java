@@ -3,15 +3,16 @@
 // published on Maven Central for 4.9.7/4.9.8, so this re-states what those two programs do with
 // the 4.9.8 Java client, and measures a little more (latency percentiles, a warm-up cut).
 //
-// producer NAMESRV TOPIC THREADS SIZE SECONDS WARMUP_SECONDS
-//   as benchmark.Producer -w THREADS -s SIZE: ROCKETMQ header serialization, group
+// producer NAMESRV TOPIC THREADS SIZE SECONDS WARMUP_SECONDS [HEADERS]
+//   as benchmark.Producer -w THREADS -s SIZE: ROCKETMQ header serialization (HEADERS=JSON: the
+//   client's default instead), group
 //   "benchmark_producer", instance name = start millis, compression off, one random alphanumeric
 //   body of SIZE bytes, THREADS threads each sending synchronously in a loop (no keys, tags,
 //   properties, delay); a failed send is counted and its thread sleeps 3 s, as there. Every 10 s
 //   it prints benchmark.Producer's status line; at the end one JSON line with the counts, the
 //   send TPS and RT (avg, p50, p99, p999, max) over the sends after WARMUP_SECONDS.
-// consumer NAMESRV TOPIC THREADS EXPECTED TIMEOUT_SECONDS
-//   as benchmark.Consumer -w THREADS: push consumer, group "benchmark_consumer_<millis % 100>",
+// consumer NAMESRV TOPIC THREADS EXPECTED TIMEOUT_SECONDS [HEADERS]
+//   as benchmark.Consumer -w THREADS (JSON headers, the client's default; HEADERS=ROCKETMQ binary): push consumer, group "benchmark_consumer_<millis % 100>",
 //   subscription "*", concurrently consumed, CONSUME_SUCCESS; it starts from the first offset (a
 //   new group on a backlog) and ends when EXPECTED messages arrived or at the timeout, printing
 //   one JSON line: messages, seconds from the first to the last arrival, consume TPS.
@@ -40,6 +41,10 @@ public class ApacheBenchmark {
     static final int BUCKETS = 200_000;
 
     public static void main(String[] a) throws Exception {
+        String headers = a.length > 7 && a[0].equals("producer") ? a[7] : a.length > 6 && a[0].equals("consumer") ? a[6] : null;
+        if (headers == null) headers = a[0].equals("producer") ? "ROCKETMQ" : "JSON";
+        // read once, when RemotingCommand is first loaded: set before any client class
+        System.setProperty(RemotingCommand.SERIALIZE_TYPE_PROPERTY, SerializeType.valueOf(headers).name());
         if (a[0].equals("producer")) {
             producer(a[1], a[2], Integer.parseInt(a[3]), Integer.parseInt(a[4]), Double.parseDouble(a[5]),
                 Double.parseDouble(a[6]));
@@ -51,7 +56,6 @@ public class ApacheBenchmark {
 
     static void producer(String ns, String topic, int threads, int size, double seconds, double warmup)
             throws Exception {
-        System.setProperty(RemotingCommand.SERIALIZE_TYPE_PROPERTY, SerializeType.ROCKETMQ.name());
         String alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
         Random rnd = new Random();
         StringBuilder sb = new StringBuilder(size);

@@ -55,6 +55,9 @@ def test_slave_gets_identical_files_and_serves_reads(tmp_path, batch: int) -> No
         end = _replicate(master, slave, 0, batch)
         assert end == master.commit_log.get_max_offset() == slave.commit_log.get_max_offset()
         assert slave.wait_dispatched(end)
+        # the master dispatches in its own thread too: a compiled store holds the GIL longer
+        # between checks, so without this wait its consume queues could still lag the reads
+        assert master.wait_dispatched(end)
         assert _files(tmp_path / "m") == _files(tmp_path / "s")
         for qid in (0, 1):
             a = master.get_message("g", "T", qid, 0, 32)

@@ -1,0 +1,101 @@
+"""Which of rmqd's hot modules run compiled, and the rule that keeps a stale build from running.
+
+The modules below are plain Python, and that is what runs anywhere nothing was built (a wheel
+installed without a compiler, the PySpark ``--py-files`` zip). ``scripts/build_ext`` (run by
+``scripts/dev setup``) compiles the same source files with Cython, next to them; a ``.pxd`` beside
+a module only tells Cython the C types of some locals, it changes nothing in Python. Python's own
+import system would prefer such an extension module over its ``.py`` even when the ``.py`` was
+edited afterwards; the finder installed here loads the ``.py`` instead whenever it is newer than
+its build, or whenever ``RMQD_PURE=1`` is set, so an edit never runs as stale machine code.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Sequence
+
+#: The modules ``scripts/build_ext`` compiles: the path of every send, pull and dispatch.
+MODULES: tuple[str, ...] = (
+    "rmqd.wire.frame",
+    "rmqd.wire.message",
+    "rmqd.wire.javamap",
+    "rmqd.store.commitlog",
+    "rmqd.store.consumequeue",
+    "rmqd.store.dispatch",
+    "rmqd.store.indexfile",
+    "rmqd.store.mapped_file",
+    "rmqd.store.message_store",
+    "rmqd.broker.server",
+    "rmqd.broker.dispatch_loop",
+    "rmqd.processors.send",
+    "rmqd.processors.pull",
+)
+
+_ENV_PURE = "RMQD_PURE"
+
+
+def pure_forced() -> bool:
+    return os.environ.get(_ENV_PURE, "") not in ("", "0")
+
+
+def _source_of(origin: str) -> Path:
+    """``frame.cpython-311-x86_64-linux-gnu.so`` -> ``frame.py`` beside it."""
+    p = Path(origin)
+    return p.with_name(p.name.split(".", 1)[0] + ".py")
+
+
+class _FreshBuildFinder(importlib.abc.MetaPathFinder):
+    """For the compiled modules only: their extension module when it is newer than the source
+    (and not RMQD_PURE), else the source."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in MODULES or path is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.origin is None or not isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
+            return spec
+        source = _source_of(spec.origin)
+        try:
+            stale = source.stat().st_mtime > Path(spec.origin).stat().st_mtime
+        except OSError:  # no source beside it (an installed build): the build is all there is
+            return spec
+        if stale or pure_forced():
+            return importlib.util.spec_from_file_location(fullname, source)
+        return spec
+
+
+def install() -> None:
+    """Put the finder first (once)."""
+    if not any(isinstance(f, _FreshBuildFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _FreshBuildFinder())
+
+
+def status() -> dict[str, str]:
+    """``module -> "compiled" | "pure"`` for the modules imported so far (bench reports)."""
+    out = {}
+    for name in MODULES:
+        mod = sys.modules.get(name)
+        if mod is not None:
+            origin = getattr(mod, "__file__", "") or ""
+            out[name] = "pure" if origin.endswith(".py") else "compiled"
+    return out
+
+
+def load_pure(name: str) -> ModuleType:
+    """A fresh, separate copy of a compiled module's plain-Python source (tests compare the two)."""
+    mod = sys.modules.get(name) or importlib.import_module(name)
+    origin = mod.__file__ or ""
+    source = Path(origin) if origin.endswith(".py") else _source_of(origin)
+    spec = importlib.util.spec_from_file_location(name + "__pure", source)
+    assert spec is not None and spec.loader is not None
+    pure = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = pure  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(pure)
+    return pure
