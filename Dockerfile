@@ -23,9 +23,10 @@ RUN python3 -m venv --without-pip /opt/rmqd \
 FROM ${BASE}
 COPY --from=build /opt/rmqd /opt/rmqd
 COPY docker/entrypoint.sh /usr/local/bin/rmqd-entrypoint
+# /etc/rmqd: broker.conf and, as rocketmqHome, conf/plain_acl.yml (rmqd's: ACL updates rewrite it)
 RUN useradd --system --user-group --uid 10001 --home-dir /var/lib/rmqd --no-create-home --shell /usr/sbin/nologin rmqd \
- && mkdir -p /var/lib/rmqd /etc/rmqd \
- && chown rmqd:rmqd /var/lib/rmqd
+ && mkdir -p /var/lib/rmqd /etc/rmqd/conf \
+ && chown rmqd:rmqd /var/lib/rmqd /etc/rmqd /etc/rmqd/conf
 ENV PATH=/opt/rmqd/bin:$PATH \
     HOME=/var/lib/rmqd \
     PYTHONUNBUFFERED=1 \

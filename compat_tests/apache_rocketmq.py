@@ -16,10 +16,12 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import compat_runner
 from compat_harness import free_port as _free_port
 
 HERE = Path(__file__).resolve().parent / "apache"
@@ -115,8 +117,8 @@ class ApacheRocketMQ:
         self.namesrv_addr = f"127.0.0.1:{self.namesrv_port}"
         self.broker_addr = f"127.0.0.1:{self.broker_port}"
         self.store_dir = Path(self.extra.get("storePathRootDir", self.workdir / "store"))
-        self.namesrv: subprocess.Popen | None = None
-        self.broker: subprocess.Popen | None = None
+        self.namesrv: compat_runner.BrokerProc | None = None
+        self.broker: compat_runner.BrokerProc | None = None
 
     # -- files -----------------------------------------------------------------------------------
     def _prepare(self) -> dict[str, Any]:
@@ -177,6 +179,8 @@ class ApacheRocketMQ:
     def _start_once(self, timeout: float) -> "ApacheRocketMQ":
         p = self._prepare()
         home, logs, env = p["home"], p["logs"], p["env"]
+        if compat_runner.containers():
+            return self._start_container(home, logs, timeout)
         self.namesrv = subprocess.Popen(
             self._java("org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(home / "conf" / "namesrv.properties"),
                        home=home, classpath=BROKER_CLASSPATH),
@@ -194,6 +198,23 @@ class ApacheRocketMQ:
             raise
         return self
 
+    def _start_container(self, home: Path, logs: Path, timeout: float) -> "ApacheRocketMQ":
+        """Both JVMs in one container (compat_tests/apache/image), on the files _prepare wrote;
+        the container's output goes to logs/broker.out.  The image's ready line ("The broker[...]
+        boot success") comes after the broker's first registration with the name server."""
+        proc = compat_runner.spawn_apache(home, self.workdir, self.store_dir, self.namesrv_port, self.broker_port,
+                                          timeout)
+        self.namesrv = self.broker = proc
+
+        def pump() -> None:
+            with open(logs / "broker.out", "a", encoding="utf-8", errors="replace") as out:
+                for line in proc.stdout:
+                    out.write(line)
+                    out.flush()
+
+        threading.Thread(target=pump, daemon=True).start()
+        return self
+
     def _wait_registered(self, timeout: float) -> None:
         """Until the name server lists the broker (clusterList names its address)."""
         deadline = time.monotonic() + timeout
@@ -207,7 +228,7 @@ class ApacheRocketMQ:
             time.sleep(0.5)
         raise RuntimeError(f"Apache broker not registered within {timeout} s")
 
-    def _stop(self, proc: subprocess.Popen | None, sig: int, timeout: float) -> None:
+    def _stop(self, proc: compat_runner.BrokerProc | None, sig: int, timeout: float) -> None:
         if proc is None or proc.poll() is not None:
             return
         proc.send_signal(sig)

@@ -275,7 +275,9 @@ class RmqdContainer(_BrokerContainer):
     (tls.test.mode.enable, as RocketMQ).  ``store_volume``: a named volume or a host directory
     for /var/lib/rmqd (the store and the name server's kvConfig.json), kept after the container;
     without it the store lives in an anonymous volume removed with the container.
-    ``args``: more ``rmqd serve`` arguments.
+    ``args``: more ``rmqd serve`` arguments.  ``rmqd_args``: run exactly ``rmqd RMQD_ARGS``
+    instead (any command, the caller's own ports, paths and files; used by the project's
+    compatibility harness), still waiting for its ready line.
     """
 
     READY = re.compile(r"^rmqd ready .*$", re.MULTILINE)
@@ -284,8 +286,9 @@ class RmqdContainer(_BrokerContainer):
     def __init__(self, image: str = DEFAULT_IMAGE, *, broker_conf: Mapping[str, object] | None = None,
                  acl: str | None = None, tls_mode: TlsMode | None = None, tls_cert: str | os.PathLike[str] | None = None,
                  tls_key: str | os.PathLike[str] | None = None, store_volume: str | os.PathLike[str] | None = None,
-                 args: Sequence[str] = (), **kwargs: Any) -> None:
+                 args: Sequence[str] = (), rmqd_args: Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(image, **kwargs)
+        self.rmqd_args = None if rmqd_args is None else list(rmqd_args)
         self.broker_conf = dict(broker_conf or {})
         self.acl = acl
         self.tls_mode = tls_mode
@@ -297,7 +300,14 @@ class RmqdContainer(_BrokerContainer):
             source = str(Path(store_volume).absolute()) if os.sep in str(store_volume) else str(store_volume)
             self.with_volume_mapping(source, "/var/lib/rmqd", "rw")
 
+    def _pick_ports(self) -> None:
+        if self.rmqd_args is None:
+            super()._pick_ports()
+
     def _prepare(self) -> None:
+        if self.rmqd_args is not None:
+            self.with_command(self.rmqd_args)
+            return
         conf = dict(self.broker_conf)
         self.with_env("RMQD_NAMESRV_PORT", str(self.namesrv_port))
         self.with_env("RMQD_BROKER_PORT", str(self.broker_port))
