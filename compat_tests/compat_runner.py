@@ -82,12 +82,16 @@ def engine_problem() -> str | None:
 
 def _find_problem() -> str | None:
     hint = "(scripts/dev test sets it up; or RMQD_COMPAT_RUNNER=process runs brokers as processes)"
+    # Before testcontainers is imported (it reads these once): Ryuk's image cannot be pulled here, and
+    # this machine is itself a container (/.dockerenv), which would send testcontainers down its
+    # in-a-container address lookup; every container here is reached on 127.0.0.1 anyway.
+    os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+    os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
     try:
         import docker  # noqa: F401 - testcontainers' client
         import rmqd.testcontainers  # noqa: F401
     except ImportError as exc:
         return f"the container runner needs testcontainers ({exc}) {hint}"
-    os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # Ryuk's image cannot be pulled here
     try:
         import docker as docker_sdk
 

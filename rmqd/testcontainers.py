@@ -3,7 +3,7 @@
     from rmqd.testcontainers import RmqdContainer
 
     with RmqdContainer() as mq:                      # the image built from this repository's Dockerfile
-        producer.set_name_server_address(mq.namesrv_address())
+        producer.set_namesrv_addr(mq.namesrv_address())
 
 Why a module of our own rather than a GenericContainer recipe: a RocketMQ broker advertises
 ``brokerIP1:listenPort`` in every route, so the port a client dials must be the port the broker
@@ -141,7 +141,7 @@ class _BrokerContainer(DockerContainer):
     # -- addresses
 
     def namesrv_address(self) -> str:
-        """host:port of the name server, for a client's setNamesrvAddr / set_name_server_address."""
+        """host:port of the name server, for a client's setNamesrvAddr / set_namesrv_addr."""
         return f"{LOOPBACK}:{self.namesrv_port}"
 
     def broker_address(self) -> str:
