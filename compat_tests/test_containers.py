@@ -260,6 +260,38 @@ def test_generic_container_from_java(images: tuple[str, str]) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# Podman
+
+
+@pytest.fixture(scope="module")
+def podman(images: tuple[str, str]) -> Iterator[tuple[str, str]]:
+    """Podman's Docker-compatible socket with the rmqd image (scripts/containers.sh podman);
+    a service this fixture started is stopped after the module."""
+    script = str(harness.REPO / "scripts" / "containers.sh")
+    r = subprocess.run(["bash", script, "podman"], capture_output=True, text=True, timeout=900,
+                       env=dict(os.environ, PYTHON=sys.executable))
+    if r.returncode != 0:
+        harness.missing(f"no Podman socket: {r.stderr.strip()[-1500:]}")
+    found = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+    yield found["DOCKER_HOST"], found["PODMAN_IMAGE"]
+    subprocess.run(["bash", script, "podman-stop"], timeout=60)
+
+
+def test_podman_socket(podman: tuple[str, str], tc: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same module against Podman (DOCKER_HOST = its socket): host networking and published
+    ports both round-trip, stop() exits 0, a broken broker.conf gives rmqd's one line."""
+    docker_host, image = podman
+    monkeypatch.setenv("DOCKER_HOST", docker_host)
+    for mode in ("host", "bridge"):
+        with tc.RmqdContainer(image, network_mode=mode) as mq:
+            round_trip(mq.namesrv_address(), tmp_path, f"podman_{mode}", n=2)
+        assert mq.exit_code == 0, (mode, mq.exit_code)
+    with pytest.raises(tc.ContainerStartError, match="exited with 1 before it was ready: rmqd: /etc/rmqd/broker.conf: "
+                                                     "unknown config key 'noSuchKey'"):
+        tc.RmqdContainer(image, broker_conf={"noSuchKey": "1"}).start()
+
+
+# --------------------------------------------------------------------------------------------
 # bad input
 
 

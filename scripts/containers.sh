@@ -7,6 +7,8 @@
 #   scripts/containers.sh stop        stop the dockerd `start` started (and nothing else)
 #   scripts/containers.sh images      build what is missing; prints RMQD_IMAGE=... and APACHE_IMAGE=...
 #   scripts/containers.sh setup       engine + start + images (+ stop if it started the engine)
+#   scripts/containers.sh podman      Podman's Docker-compatible socket with the rmqd image (for its
+#                                     test); prints DOCKER_HOST=... and PODMAN_IMAGE=...; podman-stop
 #
 # No image registry is reached: the base images are made with debootstrap from the Debian mirror
 # apt is configured with and `docker import`ed (cached by tag), the rmqd image is built from
@@ -81,6 +83,7 @@ local_base() {
   have_image "$tag" && return 0
   if ! command -v debootstrap >/dev/null 2>&1; then
     log "installing debootstrap (Debian)"
+    apt-get update -qq >/dev/null || die "apt-get update failed"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null || die "apt-get install debootstrap failed"
   fi
   dir=$(mktemp -d /tmp/rmqd-rootfs.XXXXXX)
@@ -176,6 +179,50 @@ cmd_images() {
   echo "APACHE_IMAGE=$a"
 }
 
+# Podman behind its Docker-compatible socket, to check rmqd.testcontainers against it: podman and
+# runc installed if missing; containers.conf with runc (crun refuses hybrid cgroups) and rlimits
+# root may set here; `podman system service` on $PODMAN_STATE/podman.sock if none answers (pid
+# kept for podman-stop); the rmqd image copied over from Docker when Podman lacks it.
+PODMAN_STATE=${RMQD_PODMAN_STATE:-/tmp/rmqd-podman}
+
+podman_up() { curl -sf --unix-socket "$PODMAN_STATE/podman.sock" http://d/_ping >/dev/null 2>&1; }
+
+cmd_podman() {
+  if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then
+    log "installing podman and runc (Debian)"
+    apt-get update -qq >/dev/null || die "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc >/dev/null || die "apt-get install podman failed"
+  fi
+  mkdir -p "$PODMAN_STATE"
+  export CONTAINERS_CONF="$PODMAN_STATE/containers.conf"
+  printf '[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\n' \
+    >"$CONTAINERS_CONF"
+  if ! podman_up; then
+    podman system service --time=0 "unix://$PODMAN_STATE/podman.sock" >"$PODMAN_STATE/service.log" 2>&1 &
+    echo $! >"$PODMAN_STATE/pid"
+    for _ in $(seq 100); do podman_up && break; sleep 0.2; done
+    podman_up || die "podman system service did not answer within 20 s (log: $PODMAN_STATE/service.log)"
+  fi
+  local tag
+  tag=$(rmqd_image)
+  if ! podman image exists "localhost/$tag"; then
+    log "copying $tag into Podman"
+    docker save "$tag" | podman load -q >/dev/null || die "podman load of $tag failed"
+    podman images --format '{{.Repository}}:{{.Tag}}' | grep '^localhost/rmqd:dev-' | grep -vx "localhost/$tag" \
+      | xargs -r podman rmi >/dev/null 2>&1 || true
+  fi
+  echo "DOCKER_HOST=unix://$PODMAN_STATE/podman.sock"
+  echo "PODMAN_IMAGE=localhost/$tag"
+}
+
+cmd_podman_stop() {
+  [[ -f "$PODMAN_STATE/pid" ]] || return 0
+  local pid
+  pid=$(cat "$PODMAN_STATE/pid")
+  rm -f "$PODMAN_STATE/pid"
+  kill -TERM "$pid" 2>/dev/null || true
+}
+
 cmd_setup() {
   cmd_engine
   local started
@@ -192,5 +239,8 @@ case "${1:-}" in
   rmqd-image) rmqd_image ;;
   apache-image) apache_image ;;
   setup) cmd_setup ;;
-  *) echo "usage: scripts/containers.sh engine|start|stop|images|rmqd-image|apache-image|setup" >&2; exit 2 ;;
+  podman) cmd_podman ;;
+  podman-stop) cmd_podman_stop ;;
+  *) echo "usage: scripts/containers.sh engine|start|stop|images|rmqd-image|apache-image|setup|podman|podman-stop" >&2
+     exit 2 ;;
 esac
