@@ -125,6 +125,23 @@ def images() -> tuple[str, str]:
     return _state["images"]
 
 
+def remove_leftovers() -> None:
+    """Remove every container this test session started that is still there (an interrupted
+    run, a test that lost its handle): Ryuk, which would do it, has no image here."""
+    if not containers() or "problem" not in _state or _state["problem"]:
+        return
+    try:
+        import docker
+        from testcontainers.core.labels import LABEL_SESSION_ID, SESSION_ID
+
+        client = docker.from_env(timeout=30)
+        for c in client.containers.list(all=True, filters={"label": f"{LABEL_SESSION_ID}={SESSION_ID}"}):
+            c.remove(force=True, v=True)
+        client.close()
+    except Exception:  # noqa: BLE001 - best effort at the end of a session
+        pass
+
+
 def _require_engine() -> None:
     problem = engine_problem()
     if problem:

@@ -171,6 +171,10 @@ def _matrix_text() -> str:
     return "\n".join(lines) + "\n"
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    compat_runner.remove_leftovers()
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     from compat_session import APACHE_RESULTS
 

@@ -199,30 +199,48 @@ def test_acl_option(images: tuple[str, str], tc: Any, tmp_path: Path) -> None:
     assert mq.exit_code == 0
 
 
+def _self_signed(tmp_path: Path) -> tuple[Path, Path, bytes]:
+    """A certificate and key for 127.0.0.1 (PEM files) and the certificate's DER bytes."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "rmqd-test")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=30)).sign(key, hashes.SHA256()))
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_file, key_file, cert.public_bytes(serialization.Encoding.DER)
+
+
 def test_tls_option(images: tuple[str, str], tc: Any, tmp_path: Path) -> None:
+    """tls_mode="enforcing" with the caller's certificate: the broker serves exactly that
+    certificate, a TLS client round-trips, a plaintext one gets nothing."""
+    import ssl
+
     need("go")
-    with tc.RmqdContainer(images[0], tls_mode="enforcing") as mq:
+    cert_file, key_file, der = _self_signed(tmp_path)
+    with tc.RmqdContainer(images[0], tls_mode="enforcing", tls_cert=cert_file, tls_key=key_file) as mq:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        with socket.create_connection(("127.0.0.1", mq.broker_port), timeout=10) as raw:
+            with ctx.wrap_socket(raw) as tls_sock:
+                assert tls_sock.getpeercert(binary_form=True) == der
         round_trip(mq.namesrv_address(), tmp_path, "tls", client="go", n=2, tls=True)
         d = harness.run_driver("go", {"role": "produce", "namesrv": mq.namesrv_address(), "topic": "tls_plain",
                                       "group": "pg_plain", "mode": "sync", "messages": [msg_spec(b"x")]},
                                tmp_path, "plain", 60)
         assert not d.of("sent"), d.diagnostics()
     assert mq.exit_code == 0
-
-
-def test_docs_pytest_example(images: tuple[str, str], tmp_path: Path) -> None:
-    """docs/containers.md's pytest example, run by pytest as a user would (its own process)."""
-    need("cpp")
-    text = DOCS.read_text()
-    start = text.index("```python\nimport os\n")
-    code = text[start + len("```python\n"):text.index("```", start + 3)]
-    example = tmp_path / "test_rmqd_example.py"
-    example.write_text(code)
-    env = dict(os.environ, RMQD_IMAGE=images[0], TESTCONTAINERS_RYUK_DISABLED="true",
-               TESTCONTAINERS_CONNECTION_MODE="docker_host")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
-                        str(example)], capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
-    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
 
 
 # --------------------------------------------------------------------------------------------

@@ -307,6 +307,8 @@ class RmqdContainer(_BrokerContainer):
     def _prepare(self) -> None:
         if self.rmqd_args is not None:
             self.with_command(self.rmqd_args)
+            # the image's HEALTHCHECK probes RMQD_*_PORT, which these arguments need not use
+            self._create_kwargs["healthcheck"] = {"test": ["NONE"]}
             return
         conf = dict(self.broker_conf)
         self.with_env("RMQD_NAMESRV_PORT", str(self.namesrv_port))
