@@ -58,6 +58,10 @@ cmd_stop() {
   [[ -f "$STATE/pid" ]] || return 0
   local pid
   pid=$(cat "$STATE/pid")
+  if [[ -n "$(docker ps -q 2>/dev/null)" ]]; then   # another test run on this machine still uses it
+    log "dockerd $pid left running: containers of another run are up"
+    return 0
+  fi
   rm -f "$STATE/pid"
   kill -TERM "$pid" 2>/dev/null || return 0
   for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
