@@ -15,7 +15,6 @@ file removed).
 
 from __future__ import annotations
 
-import collections
 import functools
 import logging
 import time
@@ -25,16 +24,20 @@ from typing import Any
 import trio
 
 from rmqd.broker.acl_config import AclService
+from rmqd.broker.acl_messages import StoredMessageLookup
 from rmqd.broker.config import BrokerSettings, ConfigError
 from rmqd.broker.dispatch_loop import LoopDispatch
 from rmqd.broker.ha_master import HAMasterService
+from rmqd.broker.metrics import Observability
 from rmqd.broker.ha_slave import HAClient
 from rmqd.broker.slave_sync import SlaveSynchronize, get_all_delay_offset
 from rmqd.broker.remoting_client import BrokerOuterAPI, RemotingClient
 from rmqd.broker.server import RemotingServer
 from rmqd.broker.tls import TlsAcceptor, TlsConfig, client_stream_wrapper
+from rmqd.processors.acl import admin_codes
 from rmqd.processors.acl_admin import AclAdminProcessor
 from rmqd.processors.admin import AdminBrokerProcessor
+from rmqd.processors.admin_observe import AdminObserveProcessor
 from rmqd.processors.client_manager import (
     HOUSEKEEPING_INTERVAL_S, ClientManageProcessor, ConsumerIdsChangeNotifier, ConsumerManager, ProducerManager,
     scan_exception_channels,
@@ -52,6 +55,7 @@ from rmqd.processors.send import SendMessageProcessor
 from rmqd.processors.transaction import (
     EndTransactionProcessor, TransactionalMessageCheckService, TransactionalMessageService,
 )
+from rmqd.store.broker_stats import BrokerStats, BrokerStatsManager
 from rmqd.store.commitlog import MessageExtBatch, MessageExtBrokerInner, PutMessageResult
 from rmqd.store.config_files import config_refusal
 from rmqd.store.consumer_offset import ConsumerOffsetManager
@@ -74,58 +78,6 @@ REGISTER_INITIAL_DELAY_S = 10.0
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class BrokerStats:
-    """The counters GET_BROKER_RUNTIME_INFO and GET_CONSUME_STATS report (BrokerStats /
-    BrokerStatsManager, the parts clients and mqadmin read)."""
-
-    TPS_WINDOW_S = 60.0
-
-    def __init__(self) -> None:
-        self.put_total = 0
-        self.get_total = 0
-        self.put_today_morning = 0
-        self.put_yesterday_morning = 0
-        self.get_today_morning = 0
-        self.get_yesterday_morning = 0
-        self._day = time.localtime().tm_yday
-        self._day_end = 0.0  # time.time() before which the day cannot have changed
-        self._group_get: dict[tuple[str, str], collections.deque] = {}
-
-    def _roll_day(self) -> None:
-        now = time.time()
-        if now < self._day_end:
-            return
-        local = time.localtime(now)
-        day = local.tm_yday
-        if day != self._day:
-            self._day = day
-            self.put_yesterday_morning, self.put_today_morning = self.put_today_morning, self.put_total
-            self.get_yesterday_morning, self.get_today_morning = self.get_today_morning, self.get_total
-        # look again at the next full minute at the latest (cheap, and safe across DST changes)
-        self._day_end = now - local.tm_sec + 60 - (now % 1)
-
-    def on_put(self, append: Any) -> None:
-        if time.time() >= self._day_end:
-            self._roll_day()
-        self.put_total += int(getattr(append, "msgNum", 1) or 1)
-
-    def on_get(self, group: str, topic: str, count: int) -> None:
-        self._roll_day()
-        self.get_total += count
-        window = self._group_get.setdefault((group, topic), collections.deque())
-        now = time.monotonic()
-        window.append((now, count))
-        while window and window[0][0] < now - self.TPS_WINDOW_S:
-            window.popleft()
-
-    def group_get_tps(self, group: str, topic: str) -> float:
-        window = self._group_get.get((group, topic))
-        if not window:
-            return 0.0
-        now = time.monotonic()
-        return sum(c for t, c in window if t >= now - self.TPS_WINDOW_S) / self.TPS_WINDOW_S
 
 
 class BrokerRole:
@@ -156,7 +108,10 @@ class BrokerRole:
                                           hook_follows=lambda: self.server.in_inline_call)
         self.server.add_after_requests_hook(self.loop_dispatch.catch_up)
         self.pull_hold_service = PullRequestHoldService(self.store.get_max_offset_in_queue)
-        self.stats = BrokerStats()
+        # 4.9 BrokerStatsManager (+ the counts 5.x metrics need); msgPutTotal* from the store's totals
+        self.stats = BrokerStatsManager(b.brokerClusterName, b.enableDetailStat)
+        self.stats.broker_stats = BrokerStats(lambda: self.store.stats.put_times_total,
+                                              lambda: self.store.stats.get_transfered)
         self.allow_config_update = bool(getattr(b, "enableUpdateConfig", False))
         # delay levels / 5.x timers (started with the store unless the store runs its own)
         self.schedule_service: ScheduleMessageService | None = None
@@ -173,7 +128,7 @@ class BrokerRole:
         self.processors = [SendMessageProcessor(self), PullMessageProcessor(self), ConsumerManageProcessor(self),
                            ClientManageProcessor(self), AdminBrokerProcessor(self),
                            LockProcessor(self.rebalance_lock_manager), QueryMessageProcessor(self),
-                           ConsumerSendMsgBackProcessor(self),
+                           ConsumerSendMsgBackProcessor(self), AdminObserveProcessor(self),
                            EndTransactionProcessor(self, self.transaction_service)]
         for processor in self.processors:
             self.server.register_many(processor.handlers())
@@ -184,7 +139,8 @@ class BrokerRole:
         # ACL (4.9.8 BrokerController.initialAcl): checked before every request's handler
         self.acl: AclService | None = None
         if b.aclEnable:
-            self.acl = AclService(b.rocketmqHome)
+            self.acl = AclService(b.rocketmqHome, admin_only=admin_codes(b.nonAdminAclConfigEnable),
+                                  message_lookup=StoredMessageLookup(self.store))
             self.server.add_request_hook(self.acl.hook)
         # TLS on the remoting ports (4.9.8 TlsSystemConfig: tls.server.mode, default permissive)
         self.server.stream_wrapper = TlsAcceptor(
@@ -194,6 +150,8 @@ class BrokerRole:
             self.acl, broker_name=b.brokerName, broker_addr=settings.broker_addr,
             cluster_name=b.brokerClusterName).handlers())
         self.server.register(RequestCode.GET_ALL_DELAY_OFFSET, functools.partial(get_all_delay_offset, self))
+        #: monotonic time of the last registration a name server answered (the health check)
+        self.last_registered: float | None = None
         self.bound: dict[str, tuple[str, int]] = {}
         self._outer: BrokerOuterAPI | None = None
         self._nursery: trio.Nursery | None = None
@@ -212,7 +170,11 @@ class BrokerRole:
             self.ha_client = HAClient(self.store, settings.store)
             self.slave_synchronize = SlaveSynchronize(self)
         else:
-            self.ha_service = HAMasterService(self.store, settings.store, host)
+            # haBindAddress (rmqd): keep the port, which serves the commit log to anyone who
+            # connects, to the replication network
+            self.ha_service = HAMasterService(self.store, settings.store, settings.store.haBindAddress or host)
+        # statistics sampling, the Prometheus exporter and /health (after every handler is registered)
+        self.observability = Observability(self)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[dict[str, tuple[str, int]]] = trio.TASK_STATUS_IGNORED) -> None:
@@ -235,6 +197,9 @@ class BrokerRole:
                     self._nursery = nursery
                     self._token = trio.lowlevel.current_trio_token()
                     await nursery.start(self.loop_dispatch.run)
+                    bound_metrics = await nursery.start(self.observability.run)
+                    if bound_metrics is not None:
+                        self.bound["metrics"] = bound_metrics
                     await nursery.start(self.pull_hold_service.run)
                     self.store.add_arrival_listener(self.pull_hold_service.arrival_listener)
                     await nursery.start(self.notifier.run)
@@ -298,6 +263,11 @@ class BrokerRole:
         self._stop.set()
         await self._done.wait()
 
+    @property
+    def store_running(self) -> bool:
+        """The store recovered and started, and the broker is not stopping (the health check)."""
+        return self._store_started and not self._stop.is_set()
+
     async def _register_loop(self) -> None:
         await trio.sleep(REGISTER_INITIAL_DELAY_S)
         period = self.settings.broker.register_period_ms() / 1000
@@ -342,6 +312,8 @@ class BrokerRole:
             cluster_name=s.broker.brokerClusterName, broker_addr=s.broker_addr, broker_name=s.broker.brokerName,
             broker_id=s.broker.brokerId, ha_server_addr=s.ha_server_addr, topic_config_wrapper=self._wrapper(),
             oneway=oneway, compressed=s.broker.compressedRegister)
+        if results and not oneway:
+            self.last_registered = time.monotonic()
         if results and not oneway and self.ha_client is not None:
             self.ha_client.update_master_address(results[0].haServerAddr)
             if self.slave_synchronize is not None:
@@ -479,6 +451,8 @@ class BrokerRole:
         the caller) the topic is left whole, config included."""
         await trio.to_thread.run_sync(self.store.delete_topics, {topic})
         self.topic_config_manager.delete_topic_config(topic)
+        if self.broker_config.autoDeleteUnusedStats:
+            self.stats.on_topic_deleted(topic)
 
     def update_subscription_group_from_body(self, body: bytes) -> None:
         if not body:
@@ -539,4 +513,4 @@ def _java_text(v: Any) -> str:
     return str(v)
 
 
-__all__ = ["BrokerRole", "BrokerStats"]
+__all__ = ["BrokerRole"]

@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--against", metavar="OTHER", help="also compare the commit log byte for byte with the store "
                                                           "OTHER (a replica, a copy) where both have data")
     repair = st_sub.add_parser("repair-config", help="move damaged config/*.json aside; restore from .bak or "
-                                                     "rebuild topics and groups from consumequeue/")
+                                                     "rebuild topics and groups from consumequeue/; with -c "
+                                                     "and aclEnable=true, the acl yml files too")
     repair.add_argument("store_dir", nargs="?", help="store directory (default: storePathRootDir of -c)")
     repair.add_argument("--store", dest="store_opt", help="store directory (same as the positional argument)")
     repair.add_argument("-c", "--config", help="broker.conf of the store (storePathRootDir, brokerName, ...)")
@@ -314,22 +315,30 @@ def _run_repair_config(args: argparse.Namespace) -> int:
     if given is None and settings is None:
         raise CliError("repair-config needs the store directory or -c broker.conf")
     store_dir = Path(given or settings.store.storePathRootDir).expanduser()
-    if not store_dir.is_dir():
+    acl = settings is not None and settings.broker.aclEnable
+    if not store_dir.is_dir() and not acl:
         raise CliError(f"store {store_dir} does not exist or is not a directory")
-    config = None
-    topic_settings = None
-    if settings is not None:
-        config = settings.store
-        config.storePathRootDir = str(store_dir)
-        topic_settings = TopicBrokerSettings.of(settings.broker)
-    try:
-        lines = repair_config(store_dir, config, topic_settings)
-    except StoreLockError as exc:
-        raise CliError(str(exc)) from None
+    lines: list[str] = []
+    if store_dir.is_dir():
+        config = None
+        topic_settings = None
+        if settings is not None:
+            config = settings.store
+            config.storePathRootDir = str(store_dir)
+            topic_settings = TopicBrokerSettings.of(settings.broker)
+        try:
+            lines = repair_config(store_dir, config, topic_settings)
+        except StoreLockError as exc:
+            raise CliError(str(exc)) from None
+        if not lines:
+            lines.append(f"store {store_dir}: every config file is readable, nothing to repair")
+    if acl:  # the acl files of an aclEnable=true broker (broker/acl_config.py keeps their last good copies)
+        from rmqd.broker.acl_config import repair_acl_files
+        assert settings is not None
+        acl_lines = repair_acl_files(settings.broker.rocketmqHome)
+        lines.extend(acl_lines or [f"acl files under {settings.broker.rocketmqHome}: every one loads, nothing to repair"])
     for line in lines:
         print(line)
-    if not lines:
-        print(f"store {store_dir}: every config file is readable, nothing to repair")
     return EXIT_OK
 
 

@@ -11,6 +11,7 @@ working directory, as with RocketMQ.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import socket
 from dataclasses import dataclass, field
@@ -42,7 +43,8 @@ def local_address() -> str:
 
 @dataclass
 class BrokerConfig:
-    """org.apache.rocketmq.common.BrokerConfig (4.9.8) plus rmqd's enableUpdateConfig."""
+    """org.apache.rocketmq.common.BrokerConfig (4.9.8) plus rmqd's enableUpdateConfig and
+    nonAdminAclConfigEnable."""
     rocketmqHome: str | None = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME"))
     namesrvAddr: str | None = field(default_factory=lambda: os.environ.get("NAMESRV_ADDR"))
     # RMQD_BROKER_IP1: the address advertised in routes when broker.conf does not say, e.g. the
@@ -121,11 +123,20 @@ class BrokerConfig:
     transactionCheckMax: int = 15
     transactionCheckInterval: int = 60 * 1000
     aclEnable: bool = False
+    # rmqd: true lets every signed account send the ACL administration codes 50-53, as 4.9.8
+    # does (any account could then make itself admin); by default only admin accounts may
+    nonAdminAclConfigEnable: bool = False
     storeReplyMessageEnable: bool = True
     enableDetailStat: bool = True
     autoDeleteUnusedStats: bool = False
     isolateLogEnable: bool = False
     configBlackList: str = "configBlackList;brokerConfigPath"
+    # RocketMQ 5.x BrokerConfig's metrics keys (rmqd exports PROM: broker/metrics.py)
+    metricsExporterType: str = "DISABLE"
+    metricsPromExporterHost: str = ""
+    metricsPromExporterPort: int = 5557
+    metricsLabel: str = ""
+    metricsInDelta: bool = False
     # rmqd: UPDATE_BROKER_CONFIG is refused unless this is true (CVE-2023-33246/37582)
     enableUpdateConfig: bool = False
 
@@ -270,7 +281,34 @@ def validate(settings: BrokerSettings) -> None:
         raise ConfigError("brokerName must not be empty")
     if b.defaultTopicQueueNums <= 0:
         raise ConfigError(f"defaultTopicQueueNums={b.defaultTopicQueueNums} must be > 0")
+    ha_bind = settings.store.haBindAddress
+    if ha_bind is not None:
+        try:
+            ipaddress.ip_address(ha_bind)
+        except ValueError:
+            raise ConfigError(f"haBindAddress={ha_bind!r} is not an IP address (the interface the HA port "
+                              f"listenPort+1 binds)") from None
+    b.metricsExporterType = metrics_exporter_type(b.metricsExporterType)
+    if not 0 <= b.metricsPromExporterPort <= 65535:
+        raise ConfigError(f"metricsPromExporterPort={b.metricsPromExporterPort} is out of range")
 
 
-__all__ = ["BrokerConfig", "BrokerSettings", "ConfigError", "NettyClientConfig", "NettyServerConfig",
-           "load_broker_settings", "local_address", "read_properties_file", "validate"]
+#: MetricsExporterType (5.x) by ordinal.
+METRICS_EXPORTER_TYPES = ("DISABLE", "OTLP_GRPC", "PROM", "LOG")
+
+
+def metrics_exporter_type(value: Any) -> str:
+    """metricsExporterType by name or ordinal ("PROM" or "2"), as BrokerConfig's setters take it;
+    an unknown name is an error (MetricsExporterType.valueOf), an unknown ordinal DISABLE."""
+    text = str(value).strip()
+    if text.upper() in METRICS_EXPORTER_TYPES:
+        return text.upper()
+    if text.isdigit():
+        n = int(text)
+        return METRICS_EXPORTER_TYPES[n] if n < len(METRICS_EXPORTER_TYPES) else "DISABLE"
+    raise ConfigError(f"metricsExporterType={value!r} is not one of {', '.join(METRICS_EXPORTER_TYPES)}")
+
+
+__all__ = ["BrokerConfig", "BrokerSettings", "ConfigError", "METRICS_EXPORTER_TYPES", "NettyClientConfig",
+           "NettyServerConfig", "load_broker_settings", "local_address", "metrics_exporter_type",
+           "read_properties_file", "validate"]

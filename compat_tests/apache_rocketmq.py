@@ -271,7 +271,8 @@ def mqadmin(namesrv_addr: str, *args: str, timeout: float = 60,
            "-cp", TOOLS_CLASSPATH.read_text().strip(), "org.apache.rocketmq.tools.command.MQAdminStartup",
            *args, "-n", namesrv_addr]
     env = dict(os.environ, ROCKETMQ_HOME=str(home))
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, errors="replace")
+    # (in the tools' home: consumerStatus writes its files below the working directory)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, errors="replace", cwd=home)
 
 
 __all__ = ["ApacheRocketMQ", "BROKER_VERSION", "LABEL", "TOOLS_VERSION", "apache_problem", "mqadmin"]

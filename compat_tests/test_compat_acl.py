@@ -47,6 +47,10 @@ accounts:
   - aclcmp=SUB
   groupPerms:
   - cg_cmp=DENY
+- accessKey: acladmin1
+  secretKey: 12345678
+  whiteRemoteAddress: 192.168.1.*
+  admin: true
 """
 SIGNED = {"accessKey": "RocketMQ", "secretKey": "12345678"}
 ACL_CLIENTS = ("java", "go")
@@ -243,13 +247,14 @@ def _refusal_cases() -> dict[str, tuple[int, dict[str, str], bytes]]:
         "denied-group-pull": (11, _sign(pull, b"", "nogroup1", "12345678"), b""),
         "denied-topics-heartbeat": (34, _sign({}, hb, "nogroup1", "12345678"), hb),
         "heartbeat-without-body": (34, _sign({}, b"", "RocketMQ", "12345678"), b""),
-        # ACL admin codes (any signed account may send them in 4.9.8): their refusals
+        # ACL admin codes, signed by an admin account (rmqd refuses other accounts, 4.9.8 does not:
+        # test_acl_administration_needs_an_admin_account): their refusals
         "acl-update-bad-perm": (50, _sign({"accessKey": "newuser1", "secretKey": "newsecret1", "admin": "false",
-                                           "topicPerms": "tA=WRITE"}, b"", "RocketMQ", "12345678"), b""),
+                                           "topicPerms": "tA=WRITE"}, b"", "acladmin1", "12345678"), b""),
         "acl-update-short-secret": (50, _sign({"accessKey": "newuser1", "secretKey": "abc"}, b"",
-                                              "RocketMQ", "12345678"), b""),
-        "acl-delete-unknown": (51, _sign({"accessKey": "nobody99"}, b"", "RocketMQ", "12345678"), b""),
-        "acl-white-without-addrs": (53, _sign({}, b"", "RocketMQ", "12345678"), b""),
+                                              "acladmin1", "12345678"), b""),
+        "acl-delete-unknown": (51, _sign({"accessKey": "nobody99"}, b"", "acladmin1", "12345678"), b""),
+        "acl-white-without-addrs": (53, _sign({}, b"", "acladmin1", "12345678"), b""),
         "denied-group-offset": (15, _sign({"consumerGroup": "cg_cmp", "topic": "aclcmp", "queueId": "0",
                                            "commitOffset": "1"}, b"", "nogroup1", "12345678"), b""),
     }
@@ -277,3 +282,17 @@ def test_refusal_answers_match_apache(acl_server: RmqdServer, tmp_path: Path) ->
     got = {name: _ask(acl_server.broker_port, *case) for name, case in cases.items()}
     assert got == want
     assert got["wrong-secret"][0] == 1 and "Check signature failed" in str(got["wrong-secret"][1])
+
+
+def test_acl_administration_needs_an_admin_account(acl_server: RmqdServer) -> None:
+    """Different from 4.9.8 on purpose (issue 22): an ordinary signed account cannot send the
+    ACL administration codes, so it cannot make itself admin nor open the white list."""
+    grant = {"accessKey": "RocketMQ", "secretKey": "12345678", "admin": "true"}
+    for code, ext in ((50, grant), (51, {"accessKey": "readonly1"}), (52, {}), (53, {"globalWhiteAddrs": "*"})):
+        got = _ask(acl_server.broker_port, code, _sign(ext, b"", "RocketMQ", "12345678"))
+        assert got[0] == 1 and got[1] is not None, got
+        assert got[1].startswith("org.apache.rocketmq.acl.common.AclException: Need admin permission for request "
+                                 f"code={code}, but accessKey=RocketMQ is not"), got
+    # the same account still sends; the admin account may administer
+    got = _ask(acl_server.broker_port, 52, _sign({}, b"", "acladmin1", "12345678"))
+    assert got == (0, None)

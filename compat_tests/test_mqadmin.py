@@ -9,6 +9,7 @@ listed in KNOWN_KEY_DIFFERENCES with their reason.
 """
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -33,10 +34,17 @@ KNOWN_KEY_DIFFERENCES = {
     "diskSpaceCleanForciblyRatio": "rmqd takes these from broker.conf; 4.9.x reads JVM system properties",
     "rocketmqHome": "printed only when ROCKETMQ_HOME is set (the Apache launcher sets it)",
     "storePathCommitLog": "printed only when set (the Apache launcher sets it)",
+    **{key: "RocketMQ 5.x's metrics keys: rmqd exports Prometheus metrics (docs/observability.md)"
+       for key in ("metricsExporterType", "metricsPromExporterHost", "metricsPromExporterPort", "metricsLabel",
+                   "metricsInDelta")},
 }
 COMMANDS = ["clusterList", "topicList", "topicRoute", "topicStatus", "updateTopic", "deleteTopic", "updateSubGroup",
             "consumerProgress", "consumerConnection", "producerConnection", "brokerStatus", "queryMsgById",
-            "queryMsgByKey", "queryMsgByUniqueKey", "resetOffsetByTime", "getBrokerConfig"]
+            "queryMsgByKey", "queryMsgByUniqueKey", "resetOffsetByTime", "getBrokerConfig",
+            # issue 23: the stats and inspection codes (statsAll first: see _stats_after_load)
+            "statsAll", "exportMetrics", "cleanExpiredCQ", "consumerStatus", "cleanUnusedTopic", "brokerConsumeStats",
+            "queryCq", "producer"]
+STATS_POLL_S = 45  # 4.9 samples its stats every 10 s: the load shows in the minute window after the next tick
 
 
 def _java_clients(namesrv: str, workdir: Path) -> tuple[subprocess.Popen, list[list[str]]]:
@@ -60,10 +68,33 @@ def _java_clients(namesrv: str, workdir: Path) -> tuple[subprocess.Popen, list[l
     return proc, sent
 
 
+def stats_all_row(stdout: str, topic: str, group: str) -> list[str] | None:
+    """statsAll's line of one topic and consumer group: topic, group, accumulation, in TPS, out
+    TPS, in 24 h, out 24 h."""
+    for line in stdout.splitlines():
+        cols = line.split()
+        if cols[:2] == [topic, group]:
+            return cols
+    return None
+
+
+def _stats_after_load(namesrv: str, workdir: Path) -> subprocess.CompletedProcess:
+    """statsAll once the brokers' statistics show the clients' load (COUNT in and out of the
+    topic): both brokers sample every 10 s, and the minute window keeps it for a minute."""
+    deadline = time.monotonic() + STATS_POLL_S
+    while True:
+        r = mqadmin(namesrv, "statsAll", workdir=workdir)
+        row = stats_all_row(r.stdout, TOPIC, CONSUMER_GROUP)
+        if (row and row[5:7] == [str(COUNT), str(COUNT)]) or time.monotonic() > deadline:
+            return r
+        time.sleep(1)
+
+
 def _scenario(namesrv: str, broker_addr: str, workdir: Path) -> dict[str, subprocess.CompletedProcess]:
     proc, sent = _java_clients(namesrv, workdir)
     try:
         time.sleep(2)  # the consumer's offsets reach the broker (persisted every 5 s by the client)
+        answers = {"statsAll": _stats_after_load(namesrv, workdir)}
         uniq, offset_id = sent[3][0], sent[3][1]
         args: dict[str, list[str]] = {
             "clusterList": [], "topicList": [], "topicRoute": ["-t", TOPIC], "topicStatus": ["-t", TOPIC],
@@ -76,8 +107,18 @@ def _scenario(namesrv: str, broker_addr: str, workdir: Path) -> dict[str, subpro
             "queryMsgByUniqueKey": ["-t", TOPIC, "-i", uniq],
             "resetOffsetByTime": ["-g", CONSUMER_GROUP, "-t", TOPIC, "-s", "now"],
             "getBrokerConfig": ["-b", broker_addr],
+            "exportMetrics": ["-c", "DefaultCluster", "-f", str(workdir / "export")],
+            "cleanExpiredCQ": ["-b", broker_addr], "consumerStatus": ["-g", CONSUMER_GROUP],
+            "cleanUnusedTopic": ["-b", broker_addr], "brokerConsumeStats": ["-b", broker_addr],
+            "queryCq": ["-t", TOPIC, "-q", "0", "-i", "0", "-c", "4", "-g", CONSUMER_GROUP, "-b", broker_addr],
+            "producer": ["-b", broker_addr],
         }
-        return {cmd: mqadmin(namesrv, cmd, *args[cmd], workdir=workdir) for cmd in COMMANDS}
+        for cmd in COMMANDS:
+            if cmd not in answers:
+                answers[cmd] = mqadmin(namesrv, cmd, *args[cmd], workdir=workdir)
+        answers["metrics.json"] = subprocess.CompletedProcess(
+            [], 0, (workdir / "export" / "metrics.json").read_text(errors="replace"), "")
+        return answers
     finally:
         assert proc.stdin is not None
         proc.stdin.close()
@@ -156,3 +197,30 @@ def test_mqadmin_answers_rmqd_like_apache(answers, command):
         assert diff <= set(KNOWN_KEY_DIFFERENCES), sorted(diff - set(KNOWN_KEY_DIFFERENCES))
     else:
         assert normalize(r.stdout) == normalize(a.stdout)
+
+
+def test_stats_all_and_export_metrics_show_the_load(answers):
+    """The real counts, not only the shape: the clients' 8 messages in and out of MqaT in statsAll's
+    24-hour columns (from VIEW_BROKER_STATS_DATA), on both brokers; exportMetrics' file with the
+    same structure as Apache's, the same topic and group counts and rmqd's own average size."""
+    for side in ("apache", "rmqd"):
+        row = stats_all_row(answers[side]["statsAll"].stdout, TOPIC, CONSUMER_GROUP)
+        assert row is not None and row[5:7] == [str(COUNT), str(COUNT)], (side, answers[side]["statsAll"].stdout)
+        assert float(row[3]) > 0 and float(row[4]) > 0, row  # in/out TPS of the minute window
+    a, r = (json.loads(answers[side]["metrics.json"].stdout) for side in ("apache", "rmqd"))
+    assert _shape(r) == _shape(a)
+    (qa,), (qr,) = ([b["runtimeQuota"] for b in m["evaluateReport"].values()] for m in (a, r))
+    assert (qr["topicSize"], qr["groupSize"]) == (qa["topicSize"], qa["groupSize"])
+    assert float(qr["messageAverageSize"]) > 0
+    assert r["totalData"]["totalOneDayNum"] == a["totalData"]["totalOneDayNum"]  # the same day: all 0 on both
+    (va,), (vr,) = ([b["runtimeVersion"] for b in m["evaluateReport"].values()] for m in (a, r))
+    assert vr == va
+
+
+def _shape(value: Any) -> Any:
+    """A JSON value with every leaf replaced by its type: the structure to compare."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return sorted(map(repr, map(_shape, value)))
+    return type(value).__name__

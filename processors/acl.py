@@ -10,7 +10,24 @@ and default permissions) plus RemoteAddressStrategyFactory's address patterns.
 The refusal is what 4.9.8 answers when its server RPC hook throws: SYSTEM_ERROR with
 RemotingHelper.exceptionSimpleDesc(AclException), i.e. the Java exception class, message and
 the throwing source line of 4.9.8. Pure logic: no sockets, no files (the yml is read in
-broker/acl_config.py).
+broker/acl_config.py; the store is reached only through an injected MessageLookup).
+
+Where rmqd checks more than 4.9.8, on purpose (4.9.8 lets any signed account send these; the
+resources and permissions follow RocketMQ 5's DefaultAuthorizationContextBuilder and header
+annotations, read in plain ACL's vocabulary: 5.x's SUB and GET on a topic or group need SUB,
+PUB needs PUB, writes to the broker's own state are admin codes):
+
+* SEND_BATCH_MESSAGE (320) like SEND_MESSAGE_V2 (310);
+* codes that name a stored message by its commit-log offset (VIEW_MESSAGE_BY_ID 33,
+  CONSUMER_SEND_MSG_BACK 36, END_TRANSACTION 37, CONSUME_MESSAGE_DIRECTLY 309) need the
+  permission on the topic(s) of the record stored there (SUB; PUB for 37, which writes to
+  the half message's REAL_TOPIC), and are refused when no record known to a consume queue
+  starts there (a forged record inside a message body must not stand for one);
+* the offset, lock, stats and reset codes need SUB on the topic and/or group they name;
+* the ACL administration codes 50-54 and DELETE_EXPIRED_COMMITLOG are admin codes
+  (``admin_codes(non_admin_acl_config=True)`` gives 50-53 back to every account, as 4.9.8).
+
+The table, code by code, is in docs/security.md.
 """
 
 from __future__ import annotations
@@ -22,12 +39,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from typing import NamedTuple
+
 from rmqd.wire.acl import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, calc_signature, combine_request_content
-from rmqd.wire.bodies import HeartbeatData
+from rmqd.wire.bodies import HeartbeatData, LockBatchRequestBody
 from rmqd.wire.codes import RequestCode
 from rmqd.wire.errors import WireError
 from rmqd.wire.frame import RemotingCommand
+from rmqd.wire.headers import (ConsumeMessageDirectlyResultRequestHeader, ConsumerSendMsgBackRequestHeader,
+                               EndTransactionRequestHeader, ViewMessageRequestHeader)
 from rmqd.wire.javamap import java_hashmap_key_order
+from rmqd.wire.message import parse_offset_msg_id
 
 # Permission (4.9.8 acl.common.Permission)
 DENY = 1
@@ -43,6 +65,30 @@ ADMIN_CODES = frozenset({
     int(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP),
     int(RequestCode.DELETE_SUBSCRIPTIONGROUP),
 })
+#: GET_BROKER_CLUSTER_ACL_CONFIG: a 4.9.8 client code no 4.9.8 broker serves (neither does rmqd).
+GET_BROKER_CLUSTER_ACL_CONFIG = 54
+#: ACL administration (UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG,
+#: GET_BROKER_CLUSTER_ACL_INFO, UPDATE_GLOBAL_WHITE_ADDRS_CONFIG): any signed account in 4.9.8,
+#: so any account could make itself admin; admin codes in rmqd unless nonAdminAclConfigEnable.
+ACL_CONFIG_CODES = frozenset({
+    int(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG),
+    int(RequestCode.DELETE_ACL_CONFIG),
+    int(RequestCode.GET_BROKER_CLUSTER_ACL_INFO),
+    int(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG),
+})
+#: rmqd's further admin codes: 54 (always, it is ACL administration too) and
+#: DELETE_EXPIRED_COMMITLOG (deletes commit-log files now: a change to the broker's own state).
+RMQD_ADMIN_CODES = frozenset({GET_BROKER_CLUSTER_ACL_CONFIG, int(RequestCode.DELETE_EXPIRED_COMMITLOG)})
+
+
+def admin_codes(non_admin_acl_config: bool = False) -> frozenset[int]:
+    """The admin codes rmqd enforces; ``non_admin_acl_config`` (broker.conf
+    nonAdminAclConfigEnable) restores 4.9.8's rule that any signed account may send 50-53."""
+    codes = ADMIN_CODES | RMQD_ADMIN_CODES
+    return codes if non_admin_acl_config else codes | ACL_CONFIG_CODES
+
+
+DEFAULT_ADMIN_CODES = admin_codes()
 
 RETRY_PREFIX = "%RETRY%"
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
@@ -375,6 +421,19 @@ class AclState:
 
 # -- what a request needs (PlainAccessValidator.parse) --------------------------------------
 
+class StoredMessage(NamedTuple):
+    """The topics a stored record belongs to: its own, and the REAL_TOPIC / RETRY_TOPIC it
+    carries (a delayed, half, retry or dead-letter message holds another topic's content)."""
+
+    topic: str
+    real_topic: str | None = None
+    retry_topic: str | None = None
+
+
+#: commit-log offset -> the record starting there (known to a consume queue), or None.
+MessageLookup = Callable[[int], StoredMessage | None]
+
+
 @dataclass(slots=True)
 class NeededAccess:
     remote_ip: str | None
@@ -384,6 +443,9 @@ class NeededAccess:
     security_token: str | None = None
     resources: dict[str, int] | None = None
     content: bytes | None = None
+    #: why the resources a code needs could not be told (refused unless the account is an
+    #: admin without per-resource permissions, who may access everything anyway)
+    unresolved: str | None = None
 
     def add(self, resource: str | None, perm: int) -> None:
         if resource is None:
@@ -392,9 +454,167 @@ class NeededAccess:
             self.resources = {}
         self.resources[resource] = perm
 
+    def add_group(self, group: str | None, perm: int = SUB) -> None:
+        self.add(retry_topic(group), perm)
 
-def parse_request(request: RemotingCommand, remote_addr: str | None) -> NeededAccess:
-    """PlainAccessValidator.parse: the client's IP, its credentials and the resources the code needs."""
+    def add_topic(self, topic: str | None, perm: int = SUB) -> None:
+        self.add(topic, perm)
+
+    def add_message(self, offset: int | None, lookup: MessageLookup | None, perm: int,
+                    *, only_real_topic: bool = False) -> None:
+        """The topic(s) of the record at commit-log ``offset``: what the handler will read
+        (or, with ``only_real_topic``, the topic END_TRANSACTION writes it to)."""
+        if offset is None:
+            return
+        found = lookup(offset) if lookup is not None else None
+        if found is None:
+            self.unresolved = f"No message to check permissions on at commit log offset {offset}"
+            return
+        if only_real_topic:
+            self.add(found.real_topic or found.topic, perm)
+            return
+        for topic in (found.topic, found.real_topic, found.retry_topic):
+            self.add(topic, perm)
+
+
+def _header_value(header_cls: Any, fields: Mapping[str, str], name: str) -> Any:
+    """A field as the handler decodes it (same decoder): None when the header does not decode,
+    in which case the handler refuses the request too."""
+    try:
+        return getattr(header_cls.from_ext(fields), name)
+    except (WireError, ValueError, TypeError):
+        return None
+
+
+def _send(need: NeededAccess, f: Mapping[str, str], request: RemotingCommand, lookup: MessageLookup | None) -> None:
+    topic_key, group_key = ("topic", "group") if need.code == RequestCode.SEND_MESSAGE else ("b", "a")
+    topic = f.get(topic_key)
+    if is_retry_topic(topic):
+        need.add_group(f.get(group_key))
+    else:
+        need.add_topic(topic, PUB)
+
+
+def _send_back(need: NeededAccess, f: Mapping[str, str], request: RemotingCommand,
+               lookup: MessageLookup | None) -> None:
+    need.add_group(f.get("group"))
+    need.add_message(_header_value(ConsumerSendMsgBackRequestHeader, f, "offset"), lookup, SUB)
+
+
+def _pull(need: NeededAccess, f: Mapping[str, str], request: RemotingCommand, lookup: MessageLookup | None) -> None:
+    need.add_topic(f.get("topic"))
+    need.add_group(f.get("consumerGroup"))
+
+
+def _topic(need: NeededAccess, f: Mapping[str, str], request: RemotingCommand, lookup: MessageLookup | None) -> None:
+    need.add_topic(f.get("topic"))
+
+
+def _heartbeat(need: NeededAccess, f: Mapping[str, str], request: RemotingCommand,
+               lookup: MessageLookup | None) -> None:
+    if not request.body:  # 4.9.8 on Java 17: the helpful NullPointerException's words
+        raise AclError('Cannot read the array length because "bytes" is null', _AT_PARSE)
+    try:
+        hb = HeartbeatData.decode(request.body)
+    except WireError as exc:
+        raise AclError(str(exc), _AT_PARSE) from None
+    for consumer in hb.consumerDataSet:
+        need.add_group(consumer.groupName)
+        for sub in consumer.subscriptionDataSet:
+            need.add_topic(sub.topic)
+
+
+def _consumer_group(need: NeededAccess, f: Mapping[str, str], request: RemotingCommand,
+                    lookup: MessageLookup | None) -> None:
+    # decodeCommandCustomHeader of 4.9.8 logs and skips a missing or unparsable field
+    need.add_group(f.get("consumerGroup"))
+
+
+def _group_and_topic(need: NeededAccess, f: Mapping[str, str], request: RemotingCommand,
+                     lookup: MessageLookup | None) -> None:
+    need.add_group(f.get("consumerGroup"))
+    need.add_topic(f.get("topic"))
+
+
+def _reset_offset(need: NeededAccess, f: Mapping[str, str], request: RemotingCommand,
+                  lookup: MessageLookup | None) -> None:
+    need.add_group(f.get("group"))
+    need.add_topic(f.get("topic"))
+
+
+def _lock_batch(need: NeededAccess, f: Mapping[str, str], request: RemotingCommand,
+                lookup: MessageLookup | None) -> None:
+    try:
+        body = LockBatchRequestBody.decode(request.body)
+    except WireError:
+        need.unresolved = "No consumer group and queues to check permissions on: the body does not decode"
+        return
+    need.add_group(body.consumerGroup)
+    for mq in body.mqSet:
+        need.add_topic(mq.topic)
+
+
+def _view_message(need: NeededAccess, f: Mapping[str, str], request: RemotingCommand,
+                  lookup: MessageLookup | None) -> None:
+    need.add_message(_header_value(ViewMessageRequestHeader, f, "offset"), lookup, SUB)
+
+
+def _end_transaction(need: NeededAccess, f: Mapping[str, str], request: RemotingCommand,
+                     lookup: MessageLookup | None) -> None:
+    need.add_message(_header_value(EndTransactionRequestHeader, f, "commitLogOffset"), lookup, PUB,
+                     only_real_topic=True)
+
+
+def _consume_directly(need: NeededAccess, f: Mapping[str, str], request: RemotingCommand,
+                      lookup: MessageLookup | None) -> None:
+    need.add_group(f.get("consumerGroup"))
+    msg_id = _header_value(ConsumeMessageDirectlyResultRequestHeader, f, "msgId")
+    try:
+        offset = parse_offset_msg_id(msg_id)[2] if msg_id else None
+    except (WireError, ValueError):  # not an offsetMsgId: the handler forwards no stored message
+        offset = None
+    need.add_message(offset, lookup, SUB)
+
+
+_Parser = Callable[[NeededAccess, Mapping[str, str], RemotingCommand, "MessageLookup | None"], None]
+
+#: PlainAccessValidator.parse's cases (10, 310, 36, 11, 12, 34, 35, 38, 15) and rmqd's further
+#: ones (docs/security.md has the table); a code not listed needs no topic or group.
+RESOURCE_PARSERS: dict[int, _Parser] = {
+    int(RequestCode.SEND_MESSAGE): _send,
+    int(RequestCode.SEND_MESSAGE_V2): _send,
+    int(RequestCode.SEND_BATCH_MESSAGE): _send,
+    int(RequestCode.CONSUMER_SEND_MSG_BACK): _send_back,
+    int(RequestCode.PULL_MESSAGE): _pull,
+    int(RequestCode.QUERY_MESSAGE): _topic,
+    int(RequestCode.HEART_BEAT): _heartbeat,
+    int(RequestCode.UNREGISTER_CLIENT): _consumer_group,
+    int(RequestCode.GET_CONSUMER_LIST_BY_GROUP): _consumer_group,
+    int(RequestCode.UPDATE_CONSUMER_OFFSET): _group_and_topic,
+    # rmqd: as RocketMQ 5's ACL
+    int(RequestCode.VIEW_MESSAGE_BY_ID): _view_message,
+    int(RequestCode.END_TRANSACTION): _end_transaction,
+    int(RequestCode.CONSUME_MESSAGE_DIRECTLY): _consume_directly,
+    int(RequestCode.QUERY_CONSUMER_OFFSET): _group_and_topic,
+    int(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP): _topic,
+    int(RequestCode.GET_MAX_OFFSET): _topic,
+    int(RequestCode.GET_MIN_OFFSET): _topic,
+    int(RequestCode.GET_EARLIEST_MSG_STORETIME): _topic,
+    int(RequestCode.LOCK_BATCH_MQ): _lock_batch,
+    int(RequestCode.UNLOCK_BATCH_MQ): _lock_batch,
+    int(RequestCode.GET_TOPIC_STATS_INFO): _topic,
+    int(RequestCode.GET_CONSUMER_CONNECTION_LIST): _consumer_group,
+    int(RequestCode.GET_CONSUME_STATS): _group_and_topic,
+    int(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO): _topic,
+    int(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET): _reset_offset,
+}
+
+
+def parse_request(request: RemotingCommand, remote_addr: str | None,
+                  lookup: MessageLookup | None = None) -> NeededAccess:
+    """PlainAccessValidator.parse: the client's IP, its credentials and the resources the code
+    needs. ``lookup`` finds the record a code names by commit-log offset (without one, such a
+    code's resources cannot be told and only an admin passes)."""
     ip = remote_addr[:remote_addr.rindex(":")] if remote_addr and ":" in remote_addr else remote_addr
     if ip and ip.startswith("[") and ip.endswith("]"):
         ip = ip[1:-1]
@@ -405,38 +625,9 @@ def parse_request(request: RemotingCommand, remote_addr: str | None) -> NeededAc
     need.access_key = f.get(ACCESS_KEY)
     need.signature = f.get(SIGNATURE)
     need.security_token = f.get(SECURITY_TOKEN)
-    code = need.code
-    if code == RequestCode.SEND_MESSAGE or code == RequestCode.SEND_MESSAGE_V2:
-        topic_key, group_key = ("topic", "group") if code == RequestCode.SEND_MESSAGE else ("b", "a")
-        topic = f.get(topic_key)
-        if is_retry_topic(topic):
-            need.add(retry_topic(f.get(group_key)), SUB)
-        else:
-            need.add(topic, PUB)
-    elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
-        need.add(retry_topic(f.get("group")), SUB)
-    elif code == RequestCode.PULL_MESSAGE:
-        need.add(f.get("topic"), SUB)
-        need.add(retry_topic(f.get("consumerGroup")), SUB)
-    elif code == RequestCode.QUERY_MESSAGE:
-        need.add(f.get("topic"), SUB)
-    elif code == RequestCode.HEART_BEAT:
-        if not request.body:  # 4.9.8 on Java 17: the helpful NullPointerException's words
-            raise AclError('Cannot read the array length because "bytes" is null', _AT_PARSE)
-        try:
-            hb = HeartbeatData.decode(request.body)
-        except WireError as exc:
-            raise AclError(str(exc), _AT_PARSE) from None
-        for consumer in hb.consumerDataSet:
-            need.add(retry_topic(consumer.groupName), SUB)
-            for sub in consumer.subscriptionDataSet:
-                need.add(sub.topic, SUB)
-    elif code in (RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP):
-        # decodeCommandCustomHeader of 4.9.8 logs and skips a missing or unparsable field
-        need.add(retry_topic(f.get("consumerGroup")), SUB)
-    elif code == RequestCode.UPDATE_CONSUMER_OFFSET:
-        need.add(retry_topic(f.get("consumerGroup")), SUB)
-        need.add(f.get("topic"), SUB)
+    parser = RESOURCE_PARSERS.get(need.code)
+    if parser is not None:
+        parser(need, f, request, lookup)
     signed = {k: v for k, v in f.items() if k != SIGNATURE and k != UNIQUE_MSG_QUERY_FLAG}
     need.content = combine_request_content(signed, bytes(request.body) if request.body else None)
     return need
@@ -444,14 +635,16 @@ def parse_request(request: RemotingCommand, remote_addr: str | None) -> NeededAc
 
 # -- the verdict (PlainPermissionManager.validate / checkPerm) ------------------------------
 
-def _check_perm(need: NeededAccess, owned: Account) -> None:
-    if need.code in ADMIN_CODES and not owned.admin:
+def _check_perm(need: NeededAccess, owned: Account, admin_only: frozenset[int]) -> None:
+    if need.code in admin_only and not owned.admin:
         raise AclError(f"Need admin permission for request code={need.code}, "
                        f"but accessKey={owned.access_key} is not", _AT_ADMIN)
-    if need.resources is None:
-        return
     owned_perms = owned.resource_perms
     if owned_perms is None and owned.admin:
+        return
+    if need.unresolved is not None:
+        raise AclError(need.unresolved)
+    if need.resources is None:
         return
     # which failing resource is reported: the needed map is a java.util.HashMap
     for resource in java_hashmap_key_order(need.resources):
@@ -466,7 +659,7 @@ def _check_perm(need: NeededAccess, owned: Account) -> None:
             raise AclError(f"No default permission for {_print_resource(resource, is_group)}", _AT_PERM)
 
 
-def validate(need: NeededAccess, state: AclState) -> None:
+def validate(need: NeededAccess, state: AclState, admin_only: frozenset[int] = DEFAULT_ADMIN_CODES) -> None:
     """PlainPermissionManager.validate: returns when allowed, raises AclError when refused."""
     for matcher in state.global_white:
         if matcher(need.remote_ip):
@@ -484,13 +677,15 @@ def validate(need: NeededAccess, state: AclState) -> None:
         raise AclError(f"Check signature failed for accessKey={need.access_key}", _AT_SIGNATURE)
     if need.resources is not None and need.resources.get(TRACE_TOPIC) == PUB:
         return
-    _check_perm(need, owned)
+    _check_perm(need, owned, admin_only)
 
 
-def check_request(request: RemotingCommand, remote_addr: str | None, state: AclState) -> AclError | None:
+def check_request(request: RemotingCommand, remote_addr: str | None, state: AclState,
+                  admin_only: frozenset[int] = DEFAULT_ADMIN_CODES,
+                  lookup: MessageLookup | None = None) -> AclError | None:
     """parse + validate: None when the request may proceed, else the AclError to answer."""
     try:
-        validate(parse_request(request, remote_addr), state)
+        validate(parse_request(request, remote_addr, lookup), state, admin_only)
     except AclError as exc:
         return exc
     return None

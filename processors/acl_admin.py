@@ -2,13 +2,15 @@
 
 Why: mqadmin updateAclConfig / deleteAccessConfig / clusterAclConfigVersion /
 updateGlobalWhiteAddr send these; the answers (codes 209/210/211 with 4.9.8's remarks, the
-GetBrokerAclConfigResponseHeader fields) must be what the tools expect. As in 4.9.8, the
-ACL check itself (processors/acl.py, run before every handler) is what guards them: only a
-signed request of a configured account (or a white-listed address) gets here. 54
+GetBrokerAclConfigResponseHeader fields) must be what the tools expect. The ACL check itself
+(processors/acl.py, run before every handler) is what guards them: only a signed request of
+an admin account (or a white-listed address) gets here; 4.9.8 lets any configured account
+through, which rmqd does only with nonAdminAclConfigEnable=true. 54
 (GET_BROKER_CLUSTER_ACL_CONFIG) is not a code 4.9.8's broker handles, so it stays
 "not supported" here too.
 
-The files are written by broker/acl_config.AclService (blocking disk work in a thread).
+The files are written by broker/acl_config.AclService (blocking disk work in a thread; it
+answers SUCCESS only once the change is on disk, and refuses values its loader would refuse).
 """
 
 from __future__ import annotations

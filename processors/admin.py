@@ -96,7 +96,9 @@ class AdminBrokerProcessor:
     async def get_system_topic_list_from_broker(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.bodies import TopicList
 
-        return _ok(request, TopicList(topicList=sorted(SYSTEM_TOPIC_SET)).encode())
+        # TopicValidator's set grows with what TopicConfigManager adds (cluster, broker, reply, trace topics)
+        topics = SYSTEM_TOPIC_SET | self.broker.topic_config_manager.system_topics
+        return _ok(request, TopicList(topicList=sorted(topics)).encode())
 
     async def get_topic_stats_info(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.bodies import MessageQueue, TopicOffset, TopicStatsTable
@@ -118,7 +120,8 @@ class AdminBrokerProcessor:
 
     # -- consumers / producers -------------------------------------------------------------------
     async def get_consume_stats(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        from rmqd.wire.bodies import ConsumeStats, MessageQueue, OffsetWrapper
+        from rmqd.processors.admin_observe import consume_stats_of
+        from rmqd.wire.bodies import ConsumeStats
         from rmqd.wire.headers import GetConsumeStatsRequestHeader
 
         b = self.broker
@@ -136,17 +139,9 @@ class AdminBrokerProcessor:
             if (b.consumer_manager.find_subscription_data(group, topic) is None
                     and b.consumer_manager.find_subscription_data_count(group) > 0):
                 continue
-            for i in range(tc.readQueueNums):
-                mq = MessageQueue(topic=topic, brokerName=b.broker_config.brokerName, queueId=i)
-                broker_offset = max(b.store.get_max_offset_in_queue(topic, i), 0)
-                consumer_offset = max(b.consumer_offset_manager.query_offset(group, topic, i), 0)
-                wrapper = OffsetWrapper(brokerOffset=broker_offset, consumerOffset=consumer_offset)
-                if consumer_offset - 1 >= 0:
-                    last = b.store.get_message_store_timestamp(topic, i, consumer_offset - 1)
-                    if last > 0:
-                        wrapper.lastTimestamp = last
-                stats.offsetTable[mq] = wrapper
-            stats.consumeTps += b.stats.group_get_tps(group, topic)
+            one = consume_stats_of(b, group, topic, tc.readQueueNums)
+            stats.offsetTable.update(one.offsetTable)
+            stats.consumeTps += one.consumeTps
         return _ok(request, stats.encode())
 
     async def get_consumer_connection_list(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
@@ -222,6 +217,8 @@ class AdminBrokerProcessor:
         b.subscription_group_manager.delete_subscription_group_config(h.groupName)
         if getattr(h, "removeOffset", False):
             b.consumer_offset_manager.remove_offset(h.groupName)
+        if b.broker_config.autoDeleteUnusedStats:
+            b.stats.on_group_deleted(h.groupName)
         return _ok(request)
 
     async def get_all_consumer_offset(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:

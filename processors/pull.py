@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping
 
@@ -296,6 +297,7 @@ class PullMessageProcessor:
                 allow_suspend: bool) -> tuple[RemotingCommand | None, tuple | None]:
         """One pass of PullMessageProcessor.processRequest. Returns (response, None), or
         (None, hold parameters) when the pull must be suspended."""
+        begin_ns = time.monotonic_ns()
         b = self.broker
         bc = b.broker_config
         if not perm_readable(bc.brokerPermission):
@@ -403,7 +405,8 @@ class PullMessageProcessor:
             response = make_response(request, code, status, ext_fields=ext)
             if code == ResponseCode.SUCCESS:
                 response.body = list(result.message_buffers)
-                b.stats.on_get(h.consumerGroup, h.topic, result.msg_count)
+                b.stats.on_get(h.consumerGroup, h.topic, queue_id, result.msg_count, result.buffer_total_size,
+                               result.next_begin_offset, (time.monotonic_ns() - begin_ns) // 1_000_000)
             elif code == ResponseCode.PULL_NOT_FOUND:
                 if allow_suspend and has_suspend:
                     timeout = suspend_timeout if bc.longPollingEnable else bc.shortPollingTimeMills

@@ -19,9 +19,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from rmqd.processors.broker2client import call_consumer
 from rmqd.processors.common import java_hashmap_order
 from rmqd.processors.names import guard_names
-from rmqd.wire.codes import MQVersion, RequestCode, ResponseCode
+from rmqd.wire.codes import RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_response
 from rmqd.wire.headers import ConsumeMessageDirectlyResultRequestHeader, QueryMessageRequestHeader, ViewMessageRequestHeader
 from rmqd.wire.message import parse_offset_msg_id
@@ -31,8 +32,6 @@ log = logging.getLogger("rmqd.query")
 __all__ = ["QueryMessageProcessor", "UNIQUE_MSG_QUERY_FLAG"]
 
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
-CALL_CLIENT_TIMEOUT_S = 10.0  # Broker2Client.callClient
-V3_1_8_SNAPSHOT = MQVersion.V3_1_8_SNAPSHOT.value
 
 
 def _join(buffers: list[Any]) -> bytes:
@@ -88,21 +87,5 @@ class QueryMessageProcessor:
                 body = bytes(view)
         except ValueError:  # not an offsetMsgId: forwarded without a message, as Java does
             pass
-        group, client_id = h.consumerGroup, h.clientId
-        info = b.consumer_manager.find_channel(group, client_id)
-        if info is None:
-            return make_response(request, ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
-        if info.version < V3_1_8_SNAPSHOT:
-            return make_response(request, ResponseCode.SYSTEM_ERROR,
-                                 f"The Consumer <{client_id}> Version <{info.version}> too low to finish, please "
-                                 f"upgrade it to V3_1_8_SNAPSHOT")
-        forward = RemotingCommand(code=RequestCode.CONSUME_MESSAGE_DIRECTLY, ext_fields=ext, body=body)
-        try:
-            reply = await info.channel.invoke(forward, CALL_CLIENT_TIMEOUT_S)
-        except Exception as exc:  # noqa: BLE001 - any failure of the call becomes the answer's remark
-            if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
-                return make_response(request, ResponseCode.CONSUME_MSG_TIMEOUT,
-                                     f"consumer <{group}> <{client_id}> Timeout: {exc}")
-            return make_response(request, ResponseCode.SYSTEM_ERROR,
-                                 f"invoke consumer <{group}> <{client_id}> Exception: {exc}")
-        return make_response(request, reply.code, reply.remark, ext_fields=reply.ext_fields, body=reply.body)
+        return await call_consumer(b.consumer_manager, RequestCode.CONSUME_MESSAGE_DIRECTLY, request,
+                                   h.consumerGroup, h.clientId, ext=ext, body=body)

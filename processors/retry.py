@@ -26,6 +26,7 @@ from rmqd.processors.common import (
 )
 from rmqd.processors.names import guard_names
 from rmqd.store.commitlog import MessageExtBrokerInner
+from rmqd.store.consumequeue import SCHEDULE_TOPIC
 from rmqd.wire.codes import MQVersion, RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_response
 from rmqd.wire.headers import ConsumerSendMsgBackRequestHeader
@@ -102,6 +103,8 @@ class ConsumerSendMsgBackProcessor:
         if request.version >= V3_4_9 and h.maxReconsumeTimes is not None:
             max_reconsume_times = int(h.maxReconsumeTimes)
         if rec.reconsume_times >= max_reconsume_times or delay_level < 0:
+            origin = h.originTopic or rec.properties.get(MessageConst.PROPERTY_RETRY_TOPIC) or rec.topic
+            b.stats.on_dlq(group, origin)
             new_topic = dlq_topic(group)
             queue_id = random.randrange(99999999) % DLQ_NUMS_PER_GROUP
             tc = b.create_topic_in_send_message_back_method(new_topic, DLQ_NUMS_PER_GROUP,
@@ -122,5 +125,9 @@ class ConsumerSendMsgBackProcessor:
             a = result.appendMessageResult
             status = await ha.wait_replicated(a.wroteOffset + a.wroteBytes, int(b.message_store_config.syncFlushTimeout))
         if status == "PUT_OK":
+            a = result.appendMessageResult
+            if msg.topic == SCHEDULE_TOPIC:  # the store moved it there (delay level): 4.9 counts that put
+                b.stats.on_put(msg.topic, msg.queue_id, 1, a.wroteBytes)
+            b.stats.on_send_back(group, rec.properties.get(MessageConst.PROPERTY_RETRY_TOPIC) or rec.topic)
             return make_response(request, ResponseCode.SUCCESS)
         return make_response(request, ResponseCode.SYSTEM_ERROR, status)

@@ -226,6 +226,7 @@ class SendMessageProcessor:
             if request.version >= V3_4_9 and getattr(h, "maxReconsumeTimes", None) is not None:
                 max_reconsume = int(h.maxReconsumeTimes)
             if reconsume_times >= max_reconsume:
+                b.stats.on_dlq(h.producerGroup or group, h.topic)
                 topic = dlq_topic(group)
                 msg_queue_id = random_queue_id(DLQ_NUMS_PER_GROUP)
                 dlq_config = b.create_topic_in_send_message_back_method(topic, DLQ_NUMS_PER_GROUP,
@@ -258,7 +259,7 @@ class SendMessageProcessor:
             if remark is not None:
                 return self._fail(request, ResponseCode.MESSAGE_ILLEGAL, remark)
             result = b.store.put_message(msg)
-        return self.handle_put_message_result(request, result, queue_id, wait_store_msg_ok)
+        return self.handle_put_message_result(request, result, queue_id, wait_store_msg_ok, msg.topic)
 
     # -- batch ---------------------------------------------------------------------------------
     def send_batch_message(self, ctx: Any, request: RemotingCommand, h: Any, queue_id: int,
@@ -276,21 +277,23 @@ class SendMessageProcessor:
             reconsume_times=int(h.reconsumeTimes or 0))
         result = b.store.put_messages(batch)
         return self.handle_put_message_result(request, result, queue_id,
-                                              props.get(PROPERTY_WAIT_STORE_MSG_OK) != "false")
+                                              props.get(PROPERTY_WAIT_STORE_MSG_OK) != "false", batch.topic)
 
     # -- result ----------------------------------------------------------------------------------
     def handle_put_message_result(self, request: RemotingCommand, result: Any, queue_id: int,
-                                  wait_store_msg_ok: bool) -> RemotingCommand | Awaitable[RemotingCommand]:
+                                  wait_store_msg_ok: bool, topic: str) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """The answer; ``topic`` is the one the store kept the message under (the stats key)."""
         b = self.broker
         if result is None:
             return self._fail(request, ResponseCode.SYSTEM_ERROR, "store putMessage return null")
         status = getattr(result.putMessageStatus, "name", result.putMessageStatus)
         if status == "PUT_OK" and wait_store_msg_ok and (b.message_store_config.flushDiskType == "SYNC_FLUSH"
                                                         or b.message_store_config.brokerRole == "SYNC_MASTER"):
-            return self._answer_when_flushed(request, result, queue_id)
-        return self._answer(request, result, status, queue_id)
+            return self._answer_when_flushed(request, result, queue_id, topic)
+        return self._answer(request, result, status, queue_id, topic)
 
-    async def _answer_when_flushed(self, request: RemotingCommand, result: Any, queue_id: int) -> RemotingCommand:
+    async def _answer_when_flushed(self, request: RemotingCommand, result: Any, queue_id: int,
+                                   topic: str) -> RemotingCommand:
         b = self.broker
         append = result.appendMessageResult
         status = "PUT_OK"
@@ -303,9 +306,10 @@ class SendMessageProcessor:
                                                int(b.message_store_config.syncFlushTimeout))
             if replica != "PUT_OK":
                 status = replica
-        return self._answer(request, result, status, queue_id)
+        return self._answer(request, result, status, queue_id, topic)
 
-    def _answer(self, request: RemotingCommand, result: Any, status: str, queue_id: int) -> RemotingCommand:
+    def _answer(self, request: RemotingCommand, result: Any, status: str, queue_id: int,
+                topic: str) -> RemotingCommand:
         b = self.broker
         if status == "PUT_OK":
             code = ResponseCode.SUCCESS
@@ -314,7 +318,7 @@ class SendMessageProcessor:
             if not send_ok:
                 return self._fail(request, code, remark)
         append = result.appendMessageResult
-        b.stats.on_put(append)
+        b.stats.on_put(topic, queue_id, append.msgNum, append.wroteBytes)
         msg_id = append.msgId
         if type(msg_id) is not str:
             msg_id = ",".join(msg_id) if isinstance(msg_id, (list, tuple)) else str(msg_id)

@@ -21,10 +21,24 @@ ready and pass a health check), stopped, and the store checked with `rmqd store 
 Exit status 0 only with 0 tracebacks, 0 failed health checks, 0 wedges, the server alive, no
 acknowledged message lost to the descriptor exhaustion, the restart after SIGKILL healthy and
 the store verified.
+
+    scripts/fuzz_live.py --acl --frames 200000 --seed 1 [--restart-every 20000]
+
+--acl starts the broker with aclEnable=true and a plain_acl.yml of three accounts (admin,
+ordinary, read-only) plus a second acl file under conf/acl/, adds seeds of the ACL
+administration codes 50-54, and puts credentials on every frame: signed by one of the three
+accounts (after the mutation, so a mutated value reaches the handlers from an authorized
+account), badly signed (wrong secret, unknown key, a mangled Signature), tampered (signed,
+then a value, the body or the code changed), or none. The fuzzer's own accounts are never
+the target of 50/51; after each health check it resets the global white lists and deletes
+accounts beyond 40 that the frames created. Every --restart-every frames, and at the end,
+the broker is stopped with SIGTERM, every acl file must parse as YAML and load as the broker
+loads it, and the broker must start again on them (a failed restart fails the run).
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -43,12 +57,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 import trio
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(1, str(REPO / "tests"))
 
 from support import free_broker_port, free_port  # noqa: E402  (tests/support.py: the suite's port helpers)
+from rmqd.wire.acl import sign_fields  # noqa: E402
 from rmqd.wire.codes import RequestCode, ResponseCode, SerializeType  # noqa: E402
 from rmqd.wire.frame import FrameDecoder, RemotingCommand, decode_frame, encode_frame, make_request  # noqa: E402
 from rmqd.wire.message import crc32_masked, decode_messages, encode_properties  # noqa: E402
@@ -99,10 +115,47 @@ SYNTH_CODES = [
     RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.GET_BROKER_CLUSTER_INFO, RequestCode.PUT_KV_CONFIG,
     RequestCode.GET_KV_CONFIG, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, RequestCode.GET_TOPICS_BY_CLUSTER,
     RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER,
+    RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, RequestCode.DELETE_ACL_CONFIG, RequestCode.GET_BROKER_CLUSTER_ACL_INFO,
+    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, 54,
 ]
 NAMESRV_CODES = {RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.GET_BROKER_CLUSTER_INFO, RequestCode.PUT_KV_CONFIG,
                  RequestCode.GET_KV_CONFIG, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
                  RequestCode.GET_TOPICS_BY_CLUSTER, RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER}
+
+# --acl: the broker's accounts (names and secrets the frames are signed with)
+ACL_ADMIN = ("fuzzadmin01", "fuzz-admin-secret")
+ACL_USER = ("fuzzuser001", "fuzz-user-secret")
+ACL_READER = ("fuzzreader1", "fuzz-reader-secret")
+ACL_PROTECTED = {ACL_ADMIN[0], ACL_USER[0], ACL_READER[0]}
+ACL_KEEP_EXTRA_ACCOUNTS = 40
+PLAIN_ACL_YML = f"""\
+globalWhiteRemoteAddresses:
+
+accounts:
+- accessKey: {ACL_ADMIN[0]}
+  secretKey: {ACL_ADMIN[1]}
+  admin: true
+- accessKey: {ACL_USER[0]}
+  secretKey: {ACL_USER[1]}
+  admin: false
+  defaultTopicPerm: PUB|SUB
+  defaultGroupPerm: PUB|SUB
+  topicPerms:
+  - FuzzDenyT=DENY
+  - FuzzT=PUB|SUB
+  groupPerms:
+  - FuzzDenyG=DENY
+"""
+EXTRA_ACL_YML = f"""\
+globalWhiteRemoteAddresses:
+- 10.10.103.*
+accounts:
+- accessKey: {ACL_READER[0]}
+  secretKey: {ACL_READER[1]}
+  whiteRemoteAddress: 192.168.0.{{1,2}}
+  defaultTopicPerm: SUB
+  defaultGroupPerm: SUB
+"""
 
 
 @dataclass
@@ -138,16 +191,23 @@ class Stats:
     restart_s: float = 0.0
     rss_mib: list[float] = field(default_factory=list)  # the server's RSS at each progress line
     verify: str = "not run"  # "ok" or the verifier's complaint
+    # --acl: how the frames were credentialed, graceful restarts (acl files checked each time)
+    by_credentials: Counter = field(default_factory=Counter)
+    restarts_ok: int = 0
+    restarts_failed: int = 0
+    acl_files: str = "not run"  # "ok" or what failed (acl_files_problem)
 
     def ok(self) -> bool:
-        return not (self.tracebacks or self.health_failed or self.wedges or self.server_died
-                    or self.restart not in ("ok", "not run") or self.fd_exhaustion not in ("ok", "not run") or self.verify not in ("ok", "not run"))
+        return not (self.tracebacks or self.health_failed or self.wedges or self.server_died or self.restarts_failed
+                    or self.restart not in ("ok", "not run") or self.fd_exhaustion not in ("ok", "not run")
+                    or self.verify not in ("ok", "not run") or self.acl_files not in ("ok", "not run"))
 
     def as_dict(self) -> dict[str, Any]:
         return {"frames": self.frames, "intact_frames": self.intact_frames, "tracebacks": self.tracebacks, "health_ok": self.health_ok,
                 "health_failed": self.health_failed, "wedges": self.wedges, "server_closes": self.server_closes,
                 "server_died": self.server_died, "seconds": round(self.seconds, 1), "fd_exhaustion": self.fd_exhaustion, "restart": self.restart, "rss_mib": self.rss_mib,
-                "verify": self.verify,
+                "verify": self.verify, "by_credentials": dict(self.by_credentials), "restarts_ok": self.restarts_ok,
+                "restarts_failed": self.restarts_failed, "acl_files": self.acl_files,
                 "responses": {str(k): v for k, v in self.responses.most_common()},
                 "by_mutator": dict(self.by_mutator), "distinct": self.distinct, "failures": self.failures}
 
@@ -268,6 +328,81 @@ def synthesized_seeds() -> list[Seed]:
     return seeds
 
 
+def acl_seeds(home: Path) -> list[Seed]:
+    """The ACL administration codes 50-54 (and their account fields, white lists, file paths)."""
+    default, extra = home / "conf" / "plain_acl.yml", home / "conf" / "acl" / "extra.yml"
+    account = {"accessKey": "fuzznewacct", "secretKey": "fuzznewsecret", "whiteRemoteAddress": "10.1.1.*",
+               "admin": "false", "defaultTopicPerm": "PUB", "defaultGroupPerm": "SUB",
+               "topicPerms": "FuzzT=PUB|SUB,FuzzDenyT=DENY", "groupPerms": "FuzzG=SUB,FuzzDenyG=DENY"}
+    seeds = [Seed("broker", RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, account),
+             Seed("broker", RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, {
+                 **account, "accessKey": "fuzzadmin02", "admin": "true", "whiteRemoteAddress": "192.168.1.{1,2}"}),
+             Seed("broker", RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, {
+                 "accessKey": "fuzzshort01", "secretKey": "fuzzshortsecret", "whiteRemoteAddress": "::1"}),
+             Seed("broker", RequestCode.DELETE_ACL_CONFIG, {"accessKey": "fuzznewacct"}),
+             Seed("broker", RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {}),
+             Seed("broker", RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, {"globalWhiteAddrs": "10.10.103.*,1.2.3.4"}),
+             Seed("broker", 54, {})]
+    for path in (default, extra, home / "conf" / "decoy.conf", home / "conf" / "acl" / ".." / ".." / ".." / "x.yml"):
+        seeds.append(Seed("broker", RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+                          {"globalWhiteAddrs": "192.168.0.*,10.0.0.1-200", "aclFileFullPath": str(path)}))
+    for s in list(seeds):  # the same requests with ROCKETMQ binary headers
+        seeds.append(Seed(s.target, s.code, s.ext, s.body, s.flag, SerializeType.ROCKETMQ))
+    return seeds
+
+
+class Credentials:
+    """--acl: what each frame carries, chosen per frame. ``pre`` (tampered) credentials are put
+    on the seed before the mutator runs, so the mutation invalidates the signature; ``post``
+    ones on the mutated fields, so mutated values reach the handlers from a valid account."""
+
+    KINDS = [("admin", 30), ("user", 22), ("reader", 8), ("tampered", 14), ("wrong_secret", 7),
+             ("unknown_key", 5), ("mangled_signature", 5), ("unsigned", 9)]
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.kind = "unsigned"
+
+    def choose(self) -> str:
+        self.kind = self.rng.choices([k for k, _ in self.KINDS], [w for _, w in self.KINDS])[0]
+        return self.kind
+
+    def _sign(self, ext: dict[str, Any], body: bytes | None, ak: str, sk: str) -> dict[str, Any]:
+        fields = {k: v if isinstance(v, str) else json.dumps(v) for k, v in ext.items()}
+        signed = sign_fields({k: v for k, v in fields.items() if k not in ("AccessKey", "Signature")}, body, ak, sk)
+        return {**ext, "AccessKey": signed["AccessKey"], "Signature": signed["Signature"]}
+
+    def decorate(self, code: int, ext: Any, body: bytes | None, *, pre: bool) -> Any:
+        """``ext`` with this frame's credentials (a non-mapping ext is left as it is)."""
+        if not isinstance(ext, dict) or pre != (self.kind == "tampered") or self.kind == "unsigned":
+            return ext
+        ext = dict(ext)
+        if code in (RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, RequestCode.DELETE_ACL_CONFIG) and \
+                isinstance(ext.get("accessKey"), str) and ext["accessKey"] in ACL_PROTECTED:
+            ext["accessKey"] = f"{ext['accessKey']}x"  # the fuzzer keeps its own accounts
+        kind = self.kind
+        if kind == "tampered":  # signed, then one field changed (the mutator may change more)
+            signed = self._sign(ext, body, *(ACL_ADMIN if self.rng.random() < 0.5 else ACL_USER))
+            fields = [k for k in signed if k not in ("AccessKey", "Signature")]
+            key = self.rng.choice(fields) if fields else "tampered"
+            signed[key] = f"{signed.get(key, '')}!"
+            return signed
+        if kind == "admin":
+            return self._sign(ext, body, *ACL_ADMIN)
+        if kind == "user":
+            return self._sign(ext, body, *ACL_USER)
+        if kind == "reader":
+            return self._sign(ext, body, *ACL_READER)
+        if kind == "wrong_secret":
+            return self._sign(ext, body, ACL_ADMIN[0], "not-the-secret")
+        if kind == "unknown_key":
+            return self._sign(ext, body, "nobody-here", "whatever")
+        signed = self._sign(ext, body, *ACL_USER)
+        signed["Signature"] = self.rng.choice(["", "=", "A" * 28, signed["Signature"][:-2], "\x00" * 28,
+                                               signed["Signature"].lower(), "😀", "a" * 70_000])
+        return signed
+
+
 # ------------------------------------------------------------------------------------------------
 # frames and mutators
 
@@ -297,10 +432,12 @@ class Mutator:
     """Each mutator returns (frame bytes, framing_intact). Intact frames go on the pipelined
     connections; broken framing goes on a raw connection the server may close."""
 
-    def __init__(self, rng: random.Random, seeds: list[Seed], msg_ids: deque | None = None):
+    def __init__(self, rng: random.Random, seeds: list[Seed], msg_ids: deque | None = None,
+                 credentials: Credentials | None = None):
         self.rng = rng
         self.seeds = seeds
         self.msg_ids = msg_ids if msg_ids is not None else deque(maxlen=512)
+        self.credentials = credentials
         self.ops: list[tuple[str, Callable[[Seed, int], tuple[bytes, bool]]]] = [
             ("valid", self.valid), ("ext_value", self.ext_value), ("ext_drop", self.ext_drop),
             ("ext_add", self.ext_add), ("code", self.code), ("body_junk", self.body_junk),
@@ -316,6 +453,15 @@ class Mutator:
         return self.rng.choices(self.ops, self.weights)[0][0], self.rng.choice(self.seeds)
 
     def apply(self, name: str, seed: Seed, opaque: int) -> tuple[bytes, bool]:
+        creds = self.credentials
+        if creds is not None:  # --acl: this frame's credentials, before (tampered) or after the mutation
+            creds.choose()
+            seed = Seed(seed.target, seed.code, creds.decorate(seed.code, seed.ext, seed.body or None, pre=True),
+                        seed.body, seed.flag, seed.serialize_type)
+            if name in ("valid", "byte_flip", "truncate", "length_lie", "header_length_lie", "serialize_type",
+                        "non_utf8_header", "binary_ext", "code"):  # no _json: credentials go on the seed
+                seed = Seed(seed.target, seed.code, creds.decorate(seed.code, seed.ext, seed.body or None, pre=False),
+                            seed.body, seed.flag, seed.serialize_type)
         return dict(self.ops)[name](seed, opaque)
 
     def nasty(self) -> Any:
@@ -337,6 +483,8 @@ class Mutator:
             if self.rng.random() < 0.3:
                 ext, body = {**ext, "compressed": "true"}, zlib.compress(body)
             ext = {**ext, "bodyCrc32": str(crc32_masked(body))}
+        if self.credentials is not None:
+            ext = self.credentials.decorate(s.code, ext, body or None, pre=False)
         return json_frame(s.code, ext, body, flag=s.flag, opaque=kw.pop("opaque", 0), **kw), True
 
     def ext_value(self, s: Seed, opaque: int) -> tuple[bytes, bool]:
@@ -528,10 +676,12 @@ class Server:
     """`rmqd serve` in a subprocess with its log in a file (or an attached one: no log)."""
 
     def __init__(self, workdir: Path, namesrv: str | None = None, broker: str | None = None, conf: str = "",
-                 log_level: str = "WARNING"):
+                 log_level: str = "WARNING", acl: bool = False):
         self.workdir = workdir
         self.log_level = log_level
         self.conf = conf  # broker.conf lines added to the fuzzer's own
+        self.acl = acl
+        self.home = workdir / "home"  # --acl: rocketmqHome, with conf/plain_acl.yml and conf/acl/extra.yml
         self.ports: tuple[int, int] | None = None
         self.proc: subprocess.Popen | None = None
         self.log_path: Path | None = None
@@ -544,12 +694,20 @@ class Server:
             return
         self.workdir.mkdir(parents=True, exist_ok=True)
         conf = self.workdir / "broker.conf"
+        acl_conf = ""
+        if self.acl:
+            acl_conf = f"aclEnable=true\nrocketmqHome={self.home}\n"
+            if not (self.home / "conf" / "plain_acl.yml").exists():  # a restart keeps what the frames made
+                (self.home / "conf" / "acl").mkdir(parents=True, exist_ok=True)
+                (self.home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL_YML)
+                (self.home / "conf" / "acl" / "extra.yml").write_text(EXTRA_ACL_YML)
+                (self.home / "conf" / "decoy.conf").write_text("brokerName=decoy\n")
         # short delay levels and transaction check times: the schedule service and the
         # transaction checker work on the fuzzed messages while the run lasts
         conf.write_text("mappedFileSizeCommitLog=16777216\nmappedFileSizeConsumeQueue=120000\n"
                         "autoCreateTopicEnable=true\nbrokerName=broker-a\nflushIntervalCommitLog=200\n"
                         f"messageDelayLevel={' '.join(['1s', '2s'] * 9)}\ntransactionTimeOut=1000\n"
-                        "transactionCheckInterval=2000\n" + self.conf)
+                        "transactionCheckInterval=2000\n" + acl_conf + self.conf)
         if self.ports is None:  # a restart keeps its ports and store
             self.ports = free_port(), free_broker_port()
         ns_port, br_port = self.ports
@@ -573,6 +731,26 @@ class Server:
                 raise RuntimeError(f"rmqd did not get ready (exit {self.proc.returncode}): "
                                    f"{self.log_path.read_text()[-2000:]}")
         self.namesrv, self.broker = f"127.0.0.1:{ns_port}", f"127.0.0.1:{br_port}"
+
+    @property
+    def creds(self) -> tuple[str, str] | None:
+        """What the fuzzer's own requests (health checks) are signed with."""
+        return ACL_ADMIN if self.acl else None
+
+    def acl_files(self) -> list[Path]:
+        return sorted(p for p in (self.home / "conf").rglob("*") if p.name.endswith((".yml", ".yaml")))
+
+    def restart(self) -> str | None:
+        """SIGTERM, the acl files checked, start again: None, or what failed."""
+        self.stop()
+        problem = acl_files_problem(self) if self.acl else None
+        if problem is not None:
+            return problem
+        try:
+            self.start(timeout=120)
+        except RuntimeError as exc:
+            return f"start after SIGTERM failed: {exc}"[:2000]
+        return None
 
     def kill(self) -> None:
         """SIGKILL, as a crash: no flush, no shutdown hook."""
@@ -637,6 +815,23 @@ def traceback_signatures(log_text: str) -> list[str]:
             # no traceback to name the place: the message itself, timestamps and numbers dropped
             sigs.append("log: " + re.sub(r"\d+", "N", ln.split(" ", 2)[-1])[:200])
     return sigs
+
+
+def acl_files_problem(server: Server) -> str | None:
+    """Every acl file parses as YAML and loads as the broker loads it (rmqd's own loader), or
+    what does not."""
+    from rmqd.broker.acl_config import AclService
+    from rmqd.broker.config import ConfigError
+    for path in server.acl_files():
+        try:
+            yaml.safe_load(path.read_bytes())
+        except (OSError, yaml.YAMLError) as exc:
+            return f"{path}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    try:
+        AclService(server.home)
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -716,8 +911,9 @@ class Conn:
 class Client:
     """Requests one at a time on ONE new connection (a heartbeat's consumer lives as long as it)."""
 
-    def __init__(self, addr: str):
+    def __init__(self, addr: str, creds: tuple[str, str] | None = None):
         self.addr = addr
+        self.creds = creds  # (accessKey, secretKey): every request signed as AclClientRPCHook does
         self.stream: trio.SocketStream | None = None
         self.dec = FrameDecoder()
         self.opaque = 0
@@ -734,6 +930,8 @@ class Client:
                      timeout: float = 5.0) -> RemotingCommand:
         assert self.stream is not None
         self.opaque += 1
+        if self.creds is not None:
+            ext = sign_fields(ext or {}, body, *self.creds)
         cmd = make_request(code, ext, body, opaque=self.opaque)
         with trio.fail_after(timeout):
             await self.stream.send_all(encode_frame(cmd))
@@ -747,11 +945,12 @@ class Client:
                 self.dec.feed(data)
 
 
-async def health_check(namesrv: str, broker: str, n: int, wedge_bound_s: float = 5.0) -> str | None:
+async def health_check(namesrv: str, broker: str, n: int, wedge_bound_s: float = 5.0,
+                       creds: tuple[str, str] | None = None) -> str | None:
     """None when healthy; else what failed (prefixed 'wedge:' when a sent message never
-    became pullable). Every check uses new connections."""
+    became pullable). Every check uses new connections (signed with ``creds``)."""
     try:
-        async with Client(broker) as c:
+        async with Client(broker, creds) as c:
             r = await c.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, {
                 "topic": HEALTH_TOPIC, "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1",
                 "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
@@ -822,14 +1021,43 @@ async def drain(stats: Stats, quiet_s: float = 0.1, bound_s: float = 3.0) -> Non
         await trio.sleep(quiet_s)
 
 
+async def acl_housekeeping(server: Server) -> str | None:
+    """--acl, after a health check: the global white lists back to none (a frame may have
+    opened the broker with '*') and the accounts the frames created cut back to
+    ACL_KEEP_EXTRA_ACCOUNTS, by signed admin requests. Reads the acl files as it goes: a
+    file that does not parse is a failure (None when all went well)."""
+    async with Client(server.broker, server.creds) as c:
+        for path in server.acl_files():
+            try:
+                data = yaml.safe_load(path.read_bytes()) or {}
+            except (OSError, yaml.YAMLError) as exc:
+                return f"acl file {path} does not parse: {str(exc).splitlines()[0] if str(exc) else exc}"
+            if not isinstance(data, dict):
+                return f"acl file {path}: not a mapping"
+            if data.get("globalWhiteRemoteAddresses") and path.name in ("plain_acl.yml", "extra.yml"):
+                r = await c.invoke(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+                                   {"globalWhiteAddrs": "", "aclFileFullPath": str(path)})
+                if r.code != ResponseCode.SUCCESS:
+                    return f"resetting the white list of {path}: code {r.code} {r.remark}"
+            extra = [a.get("accessKey") for a in data.get("accounts") or []
+                     if isinstance(a, dict) and a.get("accessKey") not in ACL_PROTECTED]
+            for ak in extra[:max(0, len(extra) - ACL_KEEP_EXTRA_ACCOUNTS)]:
+                r = await c.invoke(RequestCode.DELETE_ACL_CONFIG, {"accessKey": str(ak)})
+                if r.code not in (ResponseCode.SUCCESS, ResponseCode.DELETE_ACL_CONFIG_FAILED):
+                    return f"deleting account {ak!r}: code {r.code} {r.remark}"
+    return None
+
+
 async def fuzz(server: Server, frames: int, seed: int, connections: int = 4, health_every: int = 300,
-               print_every: int = 0, out: Callable[[str], None] = print) -> Stats:
+               print_every: int = 0, out: Callable[[str], None] = print, restart_every: int = 0) -> Stats:
     rng = random.Random(seed)
     stats = Stats()
-    seeds = capture_seeds() + synthesized_seeds()
-    mut = Mutator(rng, seeds, stats.msg_ids)
+    seeds = capture_seeds() + synthesized_seeds() + (acl_seeds(server.home) if server.acl else [])
+    creds = Credentials(random.Random(seed + 1)) if server.acl else None
+    mut = Mutator(rng, seeds, stats.msg_ids, creds)
     recent: deque[tuple[str, bytes]] = deque(maxlen=health_every + 50)
     started = time.monotonic()
+    next_restart = restart_every
     async with trio.open_nursery() as nursery:
         pools = {t: [Conn(server.namesrv if t == "namesrv" else server.broker, stats) for _ in range(connections)]
                  for t in ("namesrv", "broker")}
@@ -846,6 +1074,8 @@ async def fuzz(server: Server, frames: int, seed: int, connections: int = 4, hea
             stats.frames += 1
             stats.intact_frames += intact
             stats.by_mutator[name] += 1
+            if creds is not None:
+                stats.by_credentials[creds.kind] += 1
             recent.append((target, frame))
             if i % 2000 == 0:  # fresh connections: held pulls and per-channel state go away
                 await drain(stats)
@@ -854,7 +1084,9 @@ async def fuzz(server: Server, frames: int, seed: int, connections: int = 4, hea
             if i % health_every == 0 or i == frames:
                 checks += 1
                 await drain(stats)
-                problem = await health_check(server.namesrv, server.broker, checks)
+                problem = await health_check(server.namesrv, server.broker, checks, creds=server.creds)
+                if problem is None and server.acl:
+                    problem = await acl_housekeeping(server)
                 if problem is None:
                     stats.health_ok += 1
                 else:
@@ -875,6 +1107,19 @@ async def fuzz(server: Server, frames: int, seed: int, connections: int = 4, hea
                     stats.server_died = True
                     stats.failures.append(f"server exited with {server.proc.returncode if server.proc else '?'}")
                     break
+                if restart_every and i >= next_restart and i < frames and not server.attached:
+                    next_restart += restart_every
+                    for c in [*pools["namesrv"], *pools["broker"], *raw.values()]:
+                        await c.close()
+                    failed = await trio.to_thread.run_sync(server.restart)
+                    if failed is None:
+                        stats.restarts_ok += 1
+                    else:
+                        stats.restarts_failed += 1
+                        stats.failures.append(f"restart after frame {i}: {failed}")
+                        out(f"RESTART FAILED after frame {i}: {failed}")
+                        stats.server_died = not server.alive()
+                        break
                 if print_every and checks % print_every == 0:
                     rss = server.rss_mib()
                     if rss is not None:
@@ -904,7 +1149,7 @@ async def fd_exhaustion_check(server: Server, topics: int = 4, headroom: int = 4
     acked: dict[str, list[bytes]] = {n: [] for n in names}
     held: list[socket.socket] = []
     try:
-        async with Client(server.broker) as c:
+        async with Client(server.broker, server.creds) as c:
             for n in names:  # consume-queue files are made on a topic's first dispatch: during the exhaustion
                 r = await c.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, {
                     "topic": n, "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1", "perm": "6",
@@ -938,7 +1183,7 @@ async def fd_exhaustion_check(server: Server, topics: int = 4, headroom: int = 4
                 if r.code == ResponseCode.SUCCESS:
                     acked[n].append(body)
         deadline = trio.current_time() + 10
-        async with Client(server.broker) as c:
+        async with Client(server.broker, server.creds) as c:
             for n in names:  # the pull (no subscription flag) reads the group's subscription of n
                 await c.invoke(RequestCode.HEART_BEAT, {}, _heartbeat_body("fuzz-fd@1", HEALTH_GROUP, n))
                 while True:
@@ -951,7 +1196,7 @@ async def fd_exhaustion_check(server: Server, topics: int = 4, headroom: int = 4
                         return (f"{len(lost)} acknowledged message(s) of {n} not pullable after the descriptors came "
                                 f"back (pull from 0: code {r.code} {r.remark}): {lost[0]!r}")
                     await trio.sleep(0.2)
-        problem = await health_check(server.namesrv, server.broker, -2)
+        problem = await health_check(server.namesrv, server.broker, -2, creds=server.creds)
         return "ok" if problem is None else f"health check after the exhaustion: {problem}"
     except (OSError, ConnectionError, trio.TooSlowError, KeyError, ValueError) as exc:
         return f"{type(exc).__name__}: {exc}"
@@ -968,6 +1213,14 @@ def crash_restart_and_verify(server: Server, stats: Stats) -> None:
     clean stop (every record, unit and index entry readable)."""
     if server.attached or not server.alive():
         return
+    if server.acl:  # a graceful restart: the acl files as the frames left them must load
+        failed = server.restart()
+        stats.acl_files = "ok" if failed is None else failed
+        if failed is None:
+            stats.restarts_ok += 1
+        else:
+            stats.restarts_failed += 1
+            return
     server.kill()
     t0 = time.monotonic()
     try:
@@ -975,7 +1228,7 @@ def crash_restart_and_verify(server: Server, stats: Stats) -> None:
     except RuntimeError as exc:
         stats.restart = f"start after SIGKILL failed: {exc}"[:2000]
         return
-    problem = trio.run(health_check, server.namesrv, server.broker, -1)
+    problem = trio.run(functools.partial(health_check, server.namesrv, server.broker, -1, creds=server.creds))
     stats.restart = "ok" if problem is None else f"health check after SIGKILL restart: {problem}"
     stats.restart_s = time.monotonic() - t0
     sigs = traceback_signatures(server.new_log())
@@ -983,6 +1236,10 @@ def crash_restart_and_verify(server: Server, stats: Stats) -> None:
     for sig in sigs:
         stats.distinct.setdefault(sig, "(logged during the restart after SIGKILL)")
     server.stop()
+    if server.acl:
+        problem = acl_files_problem(server)
+        if problem is not None:
+            stats.acl_files = problem
     stats.verify = store_verify(server)
 
 
@@ -1010,6 +1267,10 @@ def report(stats: Stats, out: Callable[[str], None] = print) -> None:
     out(f"fd exhaustion       {stats.fd_exhaustion}")
     out(f"SIGKILL + restart   {stats.restart}" + (f" (ready in {stats.restart_s:.2f} s)" if stats.restart == "ok" else ""))
     out(f"store verify        {stats.verify}")
+    if stats.by_credentials:
+        out(f"acl files           {stats.acl_files}")
+        out(f"graceful restarts   {stats.restarts_ok} ok, {stats.restarts_failed} failed")
+        out("frames by creds     " + ", ".join(f"{k}:{v}" for k, v in sorted(stats.by_credentials.items())))
     out("responses by code   " + ", ".join(f"{k}:{v}" for k, v in stats.responses.most_common(12)))
     out("frames by mutator   " + ", ".join(f"{k}:{v}" for k, v in sorted(stats.by_mutator.items())))
     for f in stats.failures[:20]:
@@ -1031,6 +1292,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="skip the final checks: descriptor exhaustion, SIGKILL + restart + health check, "
                          "`rmqd store verify`")
     ap.add_argument("--json", help="also write the summary as JSON to this file")
+    ap.add_argument("--acl", action="store_true", help="aclEnable=true: signed, badly signed, tampered and "
+                                                      "unsigned frames, ACL codes 50-54, acl files checked on restarts")
+    ap.add_argument("--restart-every", type=int, default=None,
+                    help="stop (SIGTERM) and start the broker every N frames (default: 20000 with --acl, else never)")
     args = ap.parse_args(argv)
     if bool(args.namesrv) != bool(args.broker):
         ap.error("--namesrv and --broker go together")
@@ -1040,15 +1305,17 @@ def main(argv: list[str] | None = None) -> int:
     else:
         tmp = tempfile.TemporaryDirectory(prefix="rmqd-fuzz-")
         workdir = Path(tmp.name)
-    server = Server(workdir, args.namesrv, args.broker)
+    server = Server(workdir, args.namesrv, args.broker, acl=args.acl)
+    restart_every = args.restart_every if args.restart_every is not None else (20_000 if args.acl else 0)
     if args.log and server.attached:
         server.log_path = Path(args.log)
         server._log_pos = server.log_path.stat().st_size
     try:
         server.start()
         print(f"fuzzing name server {server.namesrv} and broker {server.broker}, seed {args.seed}, "
-              f"{args.frames} frames", flush=True)
-        stats = trio.run(fuzz, server, args.frames, args.seed, args.connections, args.health_every, 20)
+              f"{args.frames} frames" + (", ACL on" if args.acl else ""), flush=True)
+        stats = trio.run(functools.partial(fuzz, server, args.frames, args.seed, args.connections, args.health_every,
+                                           20, restart_every=restart_every))
         if not args.no_restart:
             if not server.attached:
                 stats.fd_exhaustion = trio.run(fd_exhaustion_check, server)

@@ -68,6 +68,9 @@ class MessageStoreConfig:
     maxMsgsNumBatch: int = 64
     messageIndexSafe: bool = False
     haListenPort: int = 10912
+    # rmqd: the address the HA listener binds (4.9.8 binds every interface, and the port serves
+    # the whole commit log to whoever connects); unset: the broker's own listen address
+    haBindAddress: str | None = None
     haSendHeartbeatInterval: int = 5000
     haHousekeepingInterval: int = 20_000
     haTransferBatchSize: int = 32 * 1024

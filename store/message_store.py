@@ -21,13 +21,14 @@ from rmqd.store.commitlog import (
     CommitLog, DispatchRequest, MessageExtBatch, MessageExtBrokerInner, PutMessageResult, PutMessageStatus,
 )
 from rmqd.store.config import SLAVE, MessageStoreConfig
-from rmqd.store.consumequeue import CQ_STORE_UNIT_SIZE, ConsumeQueue, load_consume_queues
+from rmqd.store.consumequeue import CQ_STORE_UNIT_SIZE, SCHEDULE_TOPIC, ConsumeQueue, load_consume_queues
 from rmqd.store.dispatch import ArrivalListener, Dispatcher, ReputMessageService
 from rmqd.store.expiry import CLEAN_INITIAL_DELAY_MS, CleanService, disk_partition_space_used_percent
 from rmqd.store.flush import FlushCallback, FlushService, quiet_point
 from rmqd.store.indexfile import IndexService
 from rmqd.store.errors import StoreBusyError, StoreFileError, StoreLockError, StoreNameError
 from rmqd.store.stats import StoreStatsService
+from rmqd.store.topic_config import RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
 from rmqd.store.recovery import RecoveryReport, recover_abnormally, recover_normally, store_timestamp_at
 from rmqd.wire.message import SYSFLAG_POSITION, MessageRecord, decode_record, store_timestamp_position
 from rmqd.wire.fastjson import java_double
@@ -514,6 +515,54 @@ class DefaultMessageStore:
                     cq.destroy()
                     self.commit_log.topic_queue_table.pop(f"{t}-{qid}", None)
                     n += 1
+        return n
+
+    def clean_unused_topic(self, topics_in_use: Iterable[str]) -> list[str]:
+        """CLEAN_UNUSED_TOPIC (DefaultMessageStore.cleanUnusedTopic): the consume queues of every
+        topic the broker has no config for are destroyed, but SCHEDULE_TOPIC_XXXX's and
+        RMQ_SYS_TRANS_OP_HALF_TOPIC's (as 4.9.7 keeps them) and, unlike 4.9.7, those of the
+        other topics the broker writes without a config: the transaction half topic (4.9.7
+        creates its config only when the check service first runs, so a clean-up before that
+        loses every prepared message) and 5.x's timer topic. Returns the topics removed;
+        ordered against sends as ``delete_topics`` is (StoreBusyError when dispatch lags)."""
+        keep = set(topics_in_use) | {SCHEDULE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC}
+        unused = [t for t in list(self.consume_queue_table)
+                  if t not in keep and not t.startswith("rmq_sys_")]  # TopicValidator.SYSTEM_TOPIC_PREFIX
+        if unused:
+            self.delete_topics(unused)
+            for topic in unused:
+                log.info("cleanUnusedTopic: %s, topic destroyed", topic)
+        return unused
+
+    def clean_expired_consumer_queue(self) -> int:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (DefaultMessageStore.cleanExpiredConsumerQueue): a queue whose
+        last unit points below the commit log's first offset holds nothing readable any more;
+        it is destroyed and its queue offset forgotten (a topic left without queues goes too).
+        SCHEDULE_TOPIC_XXXX is left alone. Under the put lock, so no send takes an offset in a
+        queue while it goes. Returns how many queues were destroyed."""
+        n = 0
+        with self.commit_log.put_message_lock:
+            min_offset = self.commit_log.get_min_offset()
+            for topic, qs in list(self.consume_queue_table.items()):
+                if topic == SCHEDULE_TOPIC:
+                    continue
+                for qid, cq in list(qs.items()):
+                    last = cq.get_last_offset()
+                    if last == -1:
+                        log.warning("maybe ConsumeQueue was created just now. topic=%s queueId=%d", topic, qid)
+                    elif last < min_offset:
+                        log.info("cleanExpiredConsumerQueue: %s %d consumer queue destroyed, minCommitLogOffset: %d "
+                                 "maxCLOffsetInConsumeQueue: %d", topic, qid, min_offset, last)
+                        with self._cq_lock:
+                            qs.pop(qid, None)
+                        self.commit_log.topic_queue_table.pop(f"{topic}-{qid}", None)
+                        cq.destroy()
+                        n += 1
+                if not qs:
+                    with self._cq_lock:
+                        if not qs:
+                            self.consume_queue_table.pop(topic, None)
+                    log.info("cleanExpiredConsumerQueue: %s, topic destroyed", topic)
         return n
 
     # ---- get ---------------------------------------------------------------------------------

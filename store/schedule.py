@@ -240,6 +240,9 @@ class ScheduleMessageService:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._started = False
+        #: on_delivered(level, topic, msg_num, wrote_bytes) after a delayed message reached its
+        #: topic (the broker's statistics); called on the service's thread
+        self.on_delivered: Callable[[int, str, int, int], None] | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
     def load(self) -> bool:
@@ -349,6 +352,9 @@ class ScheduleMessageService:
                                     getattr(result, "putMessageStatus", None))
                         wake = now + DELAY_FOR_A_WHILE
                         break
+                    if self.on_delivered is not None and result.appendMessageResult is not None:
+                        a = result.appendMessageResult
+                        self.on_delivered(level, inner.topic, a.msgNum, a.wroteBytes)
             offset += 1
         if offset != start:
             self.offsets.update_offset(level, offset)

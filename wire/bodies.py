@@ -739,6 +739,126 @@ class TopicStatsTable(Body):
         return cls(offsetTable=table)
 
 
+@dataclass(slots=True)
+class BrokerStatsItem(Body):
+    """One window of a VIEW_BROKER_STATS_DATA answer."""
+    sum: int = 0
+    tps: float = 0.0
+    avgpt: float = 0.0
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "BrokerStatsItem":
+        obj = _obj(obj, "BrokerStatsItem")
+        return cls(sum=as_int(obj.get("sum")), tps=as_float(obj.get("tps")), avgpt=as_float(obj.get("avgpt")))
+
+
+@dataclass(slots=True)
+class BrokerStatsData(Body):
+    """VIEW_BROKER_STATS_DATA's body: the minute, hour and day windows of one stats item."""
+    statsMinute: BrokerStatsItem | None = None
+    statsHour: BrokerStatsItem | None = None
+    statsDay: BrokerStatsItem | None = None
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "BrokerStatsData":
+        obj = _obj(obj, "BrokerStatsData")
+        return cls(*(None if obj.get(k) is None else BrokerStatsItem.from_json_obj(obj.get(k))
+                     for k in ("statsMinute", "statsHour", "statsDay")))
+
+
+@dataclass(slots=True)
+class ConsumeStatsList(Body):
+    """GET_BROKER_CONSUME_STATS's body: per subscription group, the ConsumeStats of each topic
+    it has offsets for (a list of one-entry maps, as the Java class keeps them)."""
+    _OBJECT_KEYS = True
+    consumeStatsList: list[dict[str, list[ConsumeStats]]] = field(default_factory=list)
+    brokerAddr: str | None = None
+    totalDiff: int = 0
+
+    def to_json(self, *, browser_compatible: bool = False, sort_maps: bool = False) -> str:
+        groups = ",".join("{" + ",".join(fastjson.dumps(g) + ":[" + ",".join(cs.to_json() for cs in stats) + "]"
+                                         for g, stats in entry.items()) + "}" for entry in self.consumeStatsList)
+        head = "" if self.brokerAddr is None else '"brokerAddr":' + fastjson.dumps(self.brokerAddr) + ","
+        return "{" + head + '"consumeStatsList":[' + groups + '],"totalDiff":' + str(int(self.totalDiff)) + "}"
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "ConsumeStatsList":
+        obj = _obj(obj, "ConsumeStatsList")
+        entries = []
+        for entry in _list(obj.get("consumeStatsList"), "consumeStatsList"):
+            entries.append({str(g): [ConsumeStats.from_json_obj(cs) for cs in _list(stats, "consumeStats")]
+                            for g, stats in _obj(entry, "consumeStatsList entry").items()})
+        return cls(consumeStatsList=entries, brokerAddr=as_str(obj.get("brokerAddr")),
+                   totalDiff=as_int(obj.get("totalDiff")))
+
+
+@dataclass(slots=True)
+class ProducerInfo(Body):
+    clientId: str = ""
+    remoteIP: str = ""
+    language: LanguageCode = LanguageCode.JAVA
+    version: int = 0
+    lastUpdateTimestamp: int = 0
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "ProducerInfo":
+        obj = _obj(obj, "ProducerInfo")
+        return cls(clientId=as_str(obj.get("clientId"), ""), remoteIP=as_str(obj.get("remoteIP"), ""),
+                   language=as_enum(obj.get("language"), LanguageCode, LanguageCode.OTHER),
+                   version=as_int(obj.get("version")), lastUpdateTimestamp=as_int(obj.get("lastUpdateTimestamp")))
+
+
+@dataclass(slots=True)
+class ProducerTableInfo(Body):
+    """GET_ALL_PRODUCER_INFO's body: the producer connections of every group."""
+    data: dict[str, list[ProducerInfo]] = field(default_factory=dict)
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "ProducerTableInfo":
+        obj = _obj(obj, "ProducerTableInfo")
+        return cls(data={str(g): [ProducerInfo.from_json_obj(p) for p in _list(v, "producers")]
+                         for g, v in _obj(obj.get("data"), "data").items()})
+
+
+@dataclass(slots=True)
+class ConsumeQueueData(Body):
+    physicOffset: int = 0
+    physicSize: int = 0
+    tagsCode: int = 0
+    extendDataJson: str | None = None
+    bitMap: str | None = None
+    eval: bool = False
+    msg: str | None = None
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "ConsumeQueueData":
+        obj = _obj(obj, "ConsumeQueueData")
+        return cls(physicOffset=as_int(obj.get("physicOffset")), physicSize=as_int(obj.get("physicSize")),
+                   tagsCode=as_int(obj.get("tagsCode")), extendDataJson=as_str(obj.get("extendDataJson")),
+                   bitMap=as_str(obj.get("bitMap")), eval=as_bool(obj.get("eval")), msg=as_str(obj.get("msg")))
+
+
+@dataclass(slots=True)
+class QueryConsumeQueueResponseBody(Body):
+    """QUERY_CONSUME_QUEUE's body (mqadmin queryCq)."""
+    subscriptionData: SubscriptionData | None = None
+    filterData: str | None = None
+    queueData: list[ConsumeQueueData] | None = None
+    maxQueueIndex: int = 0
+    minQueueIndex: int = 0
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> "QueryConsumeQueueResponseBody":
+        obj = _obj(obj, "QueryConsumeQueueResponseBody")
+        sub = obj.get("subscriptionData")
+        data = obj.get("queueData")
+        return cls(subscriptionData=None if sub is None else SubscriptionData.from_json_obj(sub),
+                   filterData=as_str(obj.get("filterData")),
+                   queueData=None if data is None else [ConsumeQueueData.from_json_obj(d)
+                                                        for d in _list(data, "queueData")],
+                   maxQueueIndex=as_int(obj.get("maxQueueIndex")), minQueueIndex=as_int(obj.get("minQueueIndex")))
+
+
 def _object_keyed_items(value: Any) -> Iterable[tuple[Any, Any]]:
     """Entries of a map whose keys were objects (turned into JSON text by _quote_object_keys)."""
     if value is None:
@@ -881,7 +1001,9 @@ def format_properties(props: dict[str, Any]) -> str:
 
 __all__ = [
     "ResetOffsetBody", "ResetOffsetBodyForC",
-    "Body", "BrokerData", "CheckClientRequestBody", "ClusterInfo", "Connection", "ConsumeFromWhere", "ConsumeStats",
+    "Body", "BrokerData", "BrokerStatsData", "BrokerStatsItem", "CheckClientRequestBody", "ConsumeQueueData",
+    "ConsumeStatsList", "ProducerInfo", "ProducerTableInfo", "QueryConsumeQueueResponseBody", "ClusterInfo",
+    "Connection", "ConsumeFromWhere", "ConsumeStats",
     "ConsumeType", "ConsumerConnection", "ConsumerData", "ConsumerListByGroupResponseBody", "DataVersion",
     "HeartbeatData", "KVTable", "LockBatchRequestBody", "LockBatchResponseBody", "MessageModel",
     "MessageQueue", "OffsetWrapper", "PERM_INHERIT", "PERM_PRIORITY", "PERM_READ", "PERM_WRITE", "ProducerData",

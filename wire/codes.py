@@ -269,6 +269,14 @@ class LanguageCode(IntEnum):
     RUST = 12
     NODE_JS = 13  # 5.x
 
+    @classmethod
+    def of(cls, code: int) -> "LanguageCode":
+        """The language of a reported ordinal; OTHER for one this table does not know."""
+        try:
+            return cls(int(code))
+        except ValueError:
+            return cls.OTHER
+
 
 class SerializeType(IntEnum):
     """The header serialization, carried in the top byte of the header-length word."""

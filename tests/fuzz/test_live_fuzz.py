@@ -5,6 +5,7 @@ closes the connection; it never logs a traceback, stays up and stays healthy (a 
 connection can send and pull back a message: dispatch is not wedged)."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import socket
@@ -272,3 +273,25 @@ def test_batch_message_with_non_utf8_properties_is_readable_everywhere(tmp_path)
         p = subprocess.run([sys.executable, "-m", "rmqd", "store", *cmd, str(srv.workdir / "store")],
                            cwd=REPO, capture_output=True, text=True, timeout=60)
         assert p.returncode == 0, (cmd, p.stdout[-500:], p.stderr[-500:])
+
+
+def test_fuzz_live_acl_mode_is_clean(tmp_path):
+    """Issue 22: --acl (signed, badly signed, tampered and unsigned frames, the ACL codes 50-54)
+    against an aclEnable=true `rmqd serve`, with a graceful restart mid-run and at the end:
+    no traceback, every health check ok, every acl file parses and loads, every restart starts."""
+    srv = fuzz_live.Server(tmp_path / "w", acl=True)
+    srv.start()
+    try:
+        stats = trio.run(functools.partial(fuzz_live.fuzz, srv, 2400, 22, 2, 300, 0, lambda _line: None,
+                                           restart_every=1200))
+        assert stats.frames == 2400 and stats.ok(), stats.as_dict()
+        assert stats.restarts_ok == 1 and stats.restarts_failed == 0
+        assert set(stats.by_credentials) == {k for k, _ in fuzz_live.Credentials.KINDS}
+        codes = {int(k) for k in stats.as_dict()["responses"]}
+        assert {0, 1} <= codes                                       # accepted and refused frames alike
+        fuzz_live.crash_restart_and_verify(srv, stats)               # graceful restart with the acl check, SIGKILL
+        assert (stats.acl_files, stats.restart, stats.verify, stats.tracebacks) == ("ok", "ok", "ok", 0), \
+            stats.as_dict()
+        assert fuzz_live.acl_files_problem(srv) is None
+    finally:
+        srv.stop()

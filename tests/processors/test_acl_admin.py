@@ -1,5 +1,6 @@
 """ACL admin codes 50-53 through a live aclEnable=true broker: the yml is rewritten as 4.9.8
-does (dataVersion bumped) and the new rules apply at once; unsigned calls change nothing."""
+does (dataVersion bumped) and the new rules apply at once; unsigned calls and (unlike 4.9.8)
+calls of non-admin accounts change nothing."""
 
 from __future__ import annotations
 
@@ -41,7 +42,11 @@ def test_update_delete_and_white_list(tmp_path: Path) -> None:
         r = await call(make_request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, new))
         assert r.code == ResponseCode.SYSTEM_ERROR and "No accessKey is configured" in r.remark
         assert acl_file.read_text() == before                       # unsigned: nothing written
-        r = await call(_signed(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, new, None))
+        r = await call(_signed(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, new, None))   # not an admin
+        assert r.code == ResponseCode.SYSTEM_ERROR
+        assert "Need admin permission for request code=50, but accessKey=RocketMQ is not" in r.remark
+        assert acl_file.read_text() == before
+        r = await call(_signed(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, new, None, ADMIN_AK, ADMIN_SK))
         assert r.code == ResponseCode.SUCCESS, r.remark
         data = yaml.safe_load(acl_file.read_text())
         entry = [a for a in data["accounts"] if a["accessKey"] == "newuser1"][0]
@@ -53,32 +58,32 @@ def test_update_delete_and_white_list(tmp_path: Path) -> None:
         assert r.code != ResponseCode.SYSTEM_ERROR, r.remark
 
         bad = dict(new, topicPerms="tA=WRITE")
-        r = await call(_signed(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, bad, None))
+        r = await call(_signed(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, bad, None, ADMIN_AK, ADMIN_SK))
         assert r.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
         assert r.remark == ("Parse resource permission error for tA=WRITE.\n"
                             "The expected permissions are 'SUB' or 'PUB' or 'SUB|PUB' or 'PUB|SUB'.")
         short = dict(new, secretKey="abc")
-        r = await call(_signed(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, short, None))
+        r = await call(_signed(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, short, None, ADMIN_AK, ADMIN_SK))
         assert r.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
         assert r.remark == ("The accessKey=newuser1 and secretKey=abc cannot be null "
                             "and length should longer than 6")
 
-        info = await call(_signed(RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {}, None))
+        info = await call(_signed(RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {}, None, ADMIN_AK, ADMIN_SK))
         assert info.code == ResponseCode.SUCCESS
         assert json.loads(info.ext_fields["version"])["counter"] == 1
         assert list(json.loads(info.ext_fields["allAclFileVersion"])) == [str(acl_file)]
         assert info.ext_fields["brokerName"] == "broker-t" and info.ext_fields["clusterName"] == "TestCluster"
 
-        r = await call(_signed(RequestCode.DELETE_ACL_CONFIG, {"accessKey": "newuser1"}, None))
+        r = await call(_signed(RequestCode.DELETE_ACL_CONFIG, {"accessKey": "newuser1"}, None, ADMIN_AK, ADMIN_SK))
         assert r.code == ResponseCode.SUCCESS, r.remark
-        r = await call(_signed(RequestCode.DELETE_ACL_CONFIG, {"accessKey": "newuser1"}, None))
+        r = await call(_signed(RequestCode.DELETE_ACL_CONFIG, {"accessKey": "newuser1"}, None, ADMIN_AK, ADMIN_SK))
         assert r.code == ResponseCode.DELETE_ACL_CONFIG_FAILED
         assert r.remark == "The accesskey[newuser1] corresponding to accessConfig has been deleted failed."
         r = await call(_signed(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "tA"}, None, "newuser1", "newsecret1"))
         assert r.code == ResponseCode.SYSTEM_ERROR and "No acl config for newuser1" in r.remark
 
         white = {"globalWhiteAddrs": "127.0.0.1,10.0.0.*", "aclFileFullPath": str(acl_file)}
-        r = await call(_signed(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, white, None))
+        r = await call(_signed(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, white, None, ADMIN_AK, ADMIN_SK))
         assert r.code == ResponseCode.SUCCESS, r.remark
         assert yaml.safe_load(acl_file.read_text())["globalWhiteRemoteAddresses"] == ["127.0.0.1", "10.0.0.*"]
         r = await call(make_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "tA"}))   # unsigned, white-listed

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 import trio
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from rmqd.broker.acl_config import AclService
 from rmqd.broker.config import ConfigError
 from broker_harness import BROKER_NAME, broker_running, decode_pull_body
 from rmqd.processors.acl import (
-    ADMIN_CODES, DENY, PUB, SUB, AclError, AclState, address_matcher, build_account, check_permission,
-    expand_ipv6, parse_perm, parse_request, validate,
+    ADMIN_CODES, DEFAULT_ADMIN_CODES, DENY, PUB, SUB, AclError, AclState, StoredMessage, address_matcher, admin_codes,
+    build_account, check_permission, expand_ipv6, parse_perm, parse_request, validate,
 )
 from rmqd.wire.acl import sign_fields
 from rmqd.wire.codes import RequestCode, ResponseCode
@@ -224,6 +224,7 @@ def test_white_lists_skip_the_signature() -> None:
     assert "Check signature failed" in (_verdict(bad_sig, "192.168.2.77:1") or "")
 
 
+@settings(deadline=None)  # HMACs of random fields: no time bound on a shared, loaded box
 @given(st.dictionaries(st.text(min_size=1, max_size=6), st.text(max_size=10), max_size=6),
        st.binary(max_size=64), st.text(min_size=1, max_size=6))
 def test_signed_requests_pass_and_any_change_fails(ext: dict[str, str], body: bytes, key: str) -> None:
@@ -390,3 +391,114 @@ def test_heartbeat_without_body() -> None:
     assert _verdict(_signed(RequestCode.HEART_BEAT, {}, None)) == (
         f'{EXC}: Cannot read the array length because "bytes" is null, '
         "org.apache.rocketmq.acl.plain.PlainAccessValidator.parse(PlainAccessValidator.java:134)")
+
+
+# -- issue 22: the permission table beyond 4.9.8 ------------------------------------------------
+
+def _lookup(table: dict[int, StoredMessage]):  # type: ignore[no-untyped-def]
+    return table.get
+
+
+def test_batch_send_needs_pub_like_v2() -> None:
+    """D5: SEND_BATCH_MESSAGE (320) is checked as SEND_MESSAGE_V2 (310): 4.9.8 let it through."""
+    for topic in ("topicA", "topicC", "other"):
+        v2 = _verdict(_signed(RequestCode.SEND_MESSAGE_V2, _send_ext(topic), b"x"))
+        batch = _verdict(_signed(RequestCode.SEND_BATCH_MESSAGE, _send_ext(topic), b"x"))
+        assert v2 is not None and batch == v2
+    assert _verdict(_signed(RequestCode.SEND_BATCH_MESSAGE, _send_ext("topicB"), b"x")) is None
+    assert parse_request(make_request(RequestCode.SEND_BATCH_MESSAGE, _send_ext("%RETRY%G", "G"), b"x"),
+                         "h:1").resources == {"%RETRY%G": SUB}
+
+
+@pytest.mark.parametrize("code", [50, 51, 52, 53, 54])
+def test_acl_administration_is_admin_only_unless_configured(code: int) -> None:
+    """D6: an ordinary account cannot send 50-54 (4.9.8: any signed account could make itself
+    admin); nonAdminAclConfigEnable=true (admin_codes(True)) restores 4.9.8 for 50-53."""
+    ext = {"accessKey": "mallory1", "secretKey": "mallory1", "admin": "true"}
+    assert _verdict(_signed(code, ext, None)) == (
+        f"{EXC}: Need admin permission for request code={code}, but accessKey=RocketMQ is not, "
+        f"{MGR}.checkPerm(PlainPermissionManager.java:581)")
+    assert _verdict(_signed(code, ext, None, ADMIN_AK, ADMIN_SK)) is None
+    try:
+        validate(parse_request(_signed(code, ext, None), "127.0.0.1:1"), _state(), admin_codes(True))
+        passed = True
+    except AclError:
+        passed = False
+    assert passed == (code != 54)
+    assert DEFAULT_ADMIN_CODES == ADMIN_CODES | {50, 51, 52, 53, 54, 329}
+
+
+def test_codes_naming_a_stored_message_check_its_topic() -> None:
+    """D7: VIEW_MESSAGE_BY_ID (33), CONSUMER_SEND_MSG_BACK (36), CONSUME_MESSAGE_DIRECTLY (309)
+    need SUB on the topic(s) of the record at the offset, END_TRANSACTION (37) PUB on its
+    REAL_TOPIC; an offset where the store placed no record is refused (admins excepted)."""
+    lookup = _lookup({100: StoredMessage("topicA"), 200: StoredMessage("topicB"),
+                      300: StoredMessage("%RETRY%groupB", retry_topic="topicA"),
+                      400: StoredMessage("RMQ_SYS_TRANS_HALF_TOPIC", real_topic="topicA"),
+                      500: StoredMessage("RMQ_SYS_TRANS_HALF_TOPIC", real_topic="topicB"),
+                      600: StoredMessage("SCHEDULE_TOPIC_XXXX", real_topic="topicA")})
+
+    def verdict(code: int, ext: dict[str, str], ak: str = AK, sk: str = SK) -> str | None:
+        try:
+            validate(parse_request(_signed(code, ext, None, ak, sk), "127.0.0.1:1", lookup), _state())
+        except AclError as exc:
+            return exc.remark
+        return None
+
+    denied_a = f"{EXC}: No default permission for topic:topicA, {MGR}.checkPerm(PlainPermissionManager.java:611)"
+    view = RequestCode.VIEW_MESSAGE_BY_ID
+    assert verdict(view, {"offset": "100"}) == denied_a
+    assert verdict(view, {"offset": "200"}) is None
+    assert verdict(view, {"offset": "300"}) == denied_a        # a retry message holds topicA's content
+    assert verdict(view, {"offset": "600"}) == denied_a        # so does a delayed one
+    assert verdict(view, {"offset": "7"}) == f"{EXC}: No message to check permissions on at commit log offset 7"
+    assert verdict(view, {"offset": "7"}, ADMIN_AK, ADMIN_SK) is None
+    back = {"group": "groupB", "delayLevel": "0", "originMsgId": "x", "originTopic": "topicB"}
+    assert verdict(RequestCode.CONSUMER_SEND_MSG_BACK, dict(back, offset="100")) == denied_a
+    assert verdict(RequestCode.CONSUMER_SEND_MSG_BACK, dict(back, offset="200")) is None
+    end = {"producerGroup": "P", "tranStateTableOffset": "0", "commitOrRollback": "8", "msgId": "m"}
+    assert verdict(RequestCode.END_TRANSACTION, dict(end, commitLogOffset="400")) == denied_a
+    parsed = parse_request(_signed(RequestCode.END_TRANSACTION, dict(end, commitLogOffset="500"), None),
+                           "h:1", lookup)
+    assert parsed.resources == {"topicB": PUB}
+    direct = {"consumerGroup": "groupB", "clientId": "c", "msgId": "7F0000010000273F" + f"{100:016X}"}
+    assert verdict(RequestCode.CONSUME_MESSAGE_DIRECTLY, direct) == denied_a
+    assert verdict(RequestCode.CONSUME_MESSAGE_DIRECTLY, dict(direct, msgId="7F0000010000273F" + f"{200:016X}")) is None
+    assert verdict(RequestCode.CONSUME_MESSAGE_DIRECTLY, dict(direct, msgId="not-an-offset-msg-id")) is None
+    # without a lookup (no store) nothing can be told: refused
+    assert "No message to check permissions on" in (_verdict(_signed(view, {"offset": "200"}, None)) or "")
+
+
+@pytest.mark.parametrize("code, ext, body, needed", [
+    (RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "G", "topic": "T", "queueId": "0"}, None,
+     {"%RETRY%G": SUB, "T": SUB}),
+    (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"topic": "T", "queueId": "0", "timestamp": "1"}, None, {"T": SUB}),
+    (RequestCode.GET_MAX_OFFSET, {"topic": "T", "queueId": "0"}, None, {"T": SUB}),
+    (RequestCode.GET_MIN_OFFSET, {"topic": "T", "queueId": "0"}, None, {"T": SUB}),
+    (RequestCode.GET_EARLIEST_MSG_STORETIME, {"topic": "T", "queueId": "0"}, None, {"T": SUB}),
+    (RequestCode.LOCK_BATCH_MQ, {}, json.dumps({"consumerGroup": "G", "clientId": "c", "mqSet": [
+        {"topic": "T1", "brokerName": "b", "queueId": 0}, {"topic": "T2", "brokerName": "b", "queueId": 1}]}).encode(),
+     {"%RETRY%G": SUB, "T1": SUB, "T2": SUB}),
+    (RequestCode.UNLOCK_BATCH_MQ, {}, json.dumps({"consumerGroup": "G", "clientId": "c", "mqSet": [
+        {"topic": "T1", "brokerName": "b", "queueId": 0}]}).encode(), {"%RETRY%G": SUB, "T1": SUB}),
+    (RequestCode.GET_TOPIC_STATS_INFO, {"topic": "T"}, None, {"T": SUB}),
+    (RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "G"}, None, {"%RETRY%G": SUB}),
+    (RequestCode.GET_CONSUME_STATS, {"consumerGroup": "G", "topic": "T"}, None, {"%RETRY%G": SUB, "T": SUB}),
+    (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "T"}, None, {"T": SUB}),
+    (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {"topic": "T", "group": "G", "timestamp": "0", "isForce": "true"},
+     None, {"%RETRY%G": SUB, "T": SUB}),
+    (RequestCode.GET_ALL_TOPIC_CONFIG, {}, None, None),
+    (RequestCode.GET_BROKER_RUNTIME_INFO, {}, None, None),
+])
+def test_further_codes_need_their_topic_and_group(code: int, ext: dict[str, str], body: bytes | None,
+                                                  needed: dict[str, int] | None) -> None:
+    """The rest of the table (RocketMQ 5's ACL, in plain ACL's words: GET/SUB -> SUB)."""
+    need = parse_request(make_request(code, ext, body), "h:1")
+    assert need.resources == needed and need.unresolved is None
+
+
+def test_lock_with_a_body_that_does_not_decode_is_refused() -> None:
+    cmd = _signed(RequestCode.LOCK_BATCH_MQ, {}, b"{not json")
+    assert _verdict(cmd) == (f"{EXC}: No consumer group and queues to check permissions on: the body does not "
+                             "decode")
+    assert _verdict(_signed(RequestCode.LOCK_BATCH_MQ, {}, b"{not json", ADMIN_AK, ADMIN_SK)) is None

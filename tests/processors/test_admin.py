@@ -7,7 +7,7 @@ from pathlib import Path
 
 import trio
 
-from broker_harness import BROKER_NAME, run_with_broker
+from broker_harness import BROKER_NAME, CLUSTER, run_with_broker
 from rmqd.processors.admin import human_readable_bytes, string_to_properties
 from rmqd.wire import fastjson
 from rmqd.wire.bodies import ConsumeStats, KVTable, TopicList, TopicStatsTable
@@ -116,6 +116,10 @@ def test_runtime_info_and_stats(tmp_path: Path) -> None:
         r = await h.invoke(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "Nope"})
         assert (r.code, r.remark) == (ResponseCode.TOPIC_NOT_EXIST, "topic[Nope] not exist")
 
+        # consumeTps is GROUP_GET_NUMS' minute window: 0 until the 10-s sampling tick has seen the pull
+        r = await h.invoke(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "StG"})
+        assert ConsumeStats.decode(r.body).consumeTps == 0
+        h.role.stats.sample()
         r = await h.invoke(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "StG"})
         cs = ConsumeStats.decode(r.body)
         q1 = next(w for mq, w in cs.offsetTable.items() if mq.queueId == 1 and mq.topic == "StT")
@@ -125,7 +129,8 @@ def test_runtime_info_and_stats(tmp_path: Path) -> None:
         r = await h.invoke(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "NoGroup"})
         assert (r.code, r.remark) == (ResponseCode.CONSUMER_NOT_ONLINE, "the consumer group[NoGroup] not online")
         r = await h.invoke(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
-        assert "TBW102" in TopicList.decode(r.body).topicList
+        system = TopicList.decode(r.body).topicList
+        assert "TBW102" in system and {CLUSTER, BROKER_NAME, f"{CLUSTER}_REPLY_TOPIC"} <= set(system)
         r = await h.invoke(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
         assert "StG" in fastjson.loads(bytes(r.body).decode())["subscriptionGroupTable"]
         r = await h.invoke(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "StT"})

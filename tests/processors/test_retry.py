@@ -11,6 +11,7 @@ import pytest
 import trio
 
 from rmqd.processors.retry import ConsumerSendMsgBackProcessor
+from rmqd.store.broker_stats import SNDBCK_PUT_NUMS, BrokerStatsManager
 from rmqd.store.commitlog import MessageExtBrokerInner
 from rmqd.store.config import MessageStoreConfig
 from rmqd.store.message_store import DefaultMessageStore
@@ -40,6 +41,7 @@ class Broker:
                        "noretry": SubscriptionGroupConfig(groupName="noretry", retryQueueNums=0)}
         self.subscription_group_manager = SimpleNamespace(find_subscription_group_config=self.groups.get)
         self.broker_config = SimpleNamespace(brokerPermission=6, brokerIP1="127.0.0.1")
+        self.stats = BrokerStatsManager("DefaultCluster")
         self.topics: dict[str, TopicConfig] = {}
 
     def create_topic_in_send_message_back_method(self, topic: str, queue_nums: int, perm: int, sys_flag: int):
@@ -125,6 +127,10 @@ def test_max_reconsume_times_sends_to_dlq(broker: Broker) -> None:
     # a negative delay level means "straight to the DLQ"
     assert send_back(proc, off2, delay=-1).code == ResponseCode.SUCCESS
     assert len(broker.messages("%DLQ%g")) == 2
+    # counted as 4.9 (SNDBCK_PUT_NUMS by the message's first topic) and 5.x (DLQ sends by origin topic)
+    broker.stats.sample()
+    assert broker.stats.view(SNDBCK_PUT_NUMS, "Orig@g")[0].sum == 3
+    assert broker.stats.group_get["g"]["Orig"].dlq == 2
 
 
 def test_explicit_delay_level_and_errors(broker: Broker) -> None:
