@@ -146,6 +146,8 @@ rmqd_image() {
       || die "pip wheel failed"
     log "building image $tag on $base"
     build_image "$tag" "$base" .
+    # the build stages a day old and untagged (another checkout's may still be in use: newer ones stay)
+    docker image prune -f --filter "until=24h" >/dev/null 2>&1 || true
   fi
   echo "$tag"
 }
