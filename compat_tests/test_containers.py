@@ -243,6 +243,21 @@ def test_tls_option(images: tuple[str, str], tc: Any, tmp_path: Path) -> None:
     assert mq.exit_code == 0
 
 
+def test_docs_pytest_example(images: tuple[str, str], tmp_path: Path) -> None:
+    """docs/containers.md's pytest example, run by pytest as a user would (its own process)."""
+    need("cpp")
+    text = DOCS.read_text()
+    start = text.index("```python\nimport os\n")
+    code = text[start + len("```python\n"):text.index("```", start + 3)]
+    example = tmp_path / "test_rmqd_example.py"
+    example.write_text(code)
+    env = dict(os.environ, RMQD_IMAGE=images[0], TESTCONTAINERS_RYUK_DISABLED="true",
+               TESTCONTAINERS_CONNECTION_MODE="docker_host")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
+                        str(example)], capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
+
+
 # --------------------------------------------------------------------------------------------
 # the same image from Testcontainers for Java
 
