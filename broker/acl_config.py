@@ -243,7 +243,8 @@ class AclService:
     def _ensure_default_file(self) -> None:
         """assureAclConfigFilesExist: the default file holds the global white list, so it exists."""
         try:
-            self.default_file.touch(exist_ok=True)
+            if not self.default_file.exists():  # an existing file is left alone (it may be read-only to us)
+                self.default_file.touch()
         except OSError as exc:
             raise ConfigError(f"{self.default_file}: cannot create the acl file: {exc.strerror}") from None
 

@@ -54,7 +54,9 @@ class BrokerConfig:
     nonAdminAclConfigEnable."""
     rocketmqHome: str | None = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME"))
     namesrvAddr: str | None = field(default_factory=lambda: os.environ.get("NAMESRV_ADDR"))
-    brokerIP1: str = field(default_factory=local_address)
+    # RMQD_BROKER_IP1: the address advertised in routes when broker.conf does not say, e.g. the
+    # host's address for a container whose ports are published (rmqd's own; RocketMQ has none)
+    brokerIP1: str = field(default_factory=lambda: os.environ.get("RMQD_BROKER_IP1") or local_address())
     brokerIP2: str = field(default_factory=local_address)
     brokerName: str = field(default_factory=socket.gethostname)
     brokerClusterName: str = "DefaultCluster"

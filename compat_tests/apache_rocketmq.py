@@ -16,10 +16,12 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import compat_runner
 from compat_harness import free_port as _free_port
 
 HERE = Path(__file__).resolve().parent / "apache"
@@ -128,8 +130,8 @@ class ApacheRocketMQ:
         self.extra = dict(broker_conf or {})
         self._choose_ports()
         self.store_dir = Path(self.extra.get("storePathRootDir", self.workdir / "store"))
-        self.namesrv: subprocess.Popen | None = None
-        self.broker: subprocess.Popen | None = None
+        self.namesrv: compat_runner.BrokerProc | None = None
+        self.broker: compat_runner.BrokerProc | None = None
 
     @property
     def label(self) -> str:
@@ -214,6 +216,10 @@ class ApacheRocketMQ:
     def _start_once(self, timeout: float) -> "ApacheRocketMQ":
         p = self._prepare()
         home, logs, env = p["home"], p["logs"], p["env"]
+        # Only this 4.9.7 reference has an image (compat_tests/apache/image); a subclass running
+        # other jars (another version) stays a process until it has one of its own.
+        if compat_runner.containers() and type(self) is ApacheRocketMQ:
+            return self._start_container(home, logs, timeout)
         self.namesrv = subprocess.Popen(
             self._java("org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(home / "conf" / "namesrv.properties"),
                        home=home, classpath=self.CLASSPATH),
@@ -235,6 +241,23 @@ class ApacheRocketMQ:
         """`mqadmin ARGS -n <this name server>` with this release's tools."""
         return run_mqadmin(self.ADMIN_CLASSPATH, self.namesrv_addr, *args, timeout=timeout, workdir=self.workdir)
 
+    def _start_container(self, home: Path, logs: Path, timeout: float) -> "ApacheRocketMQ":
+        """Both JVMs in one container (compat_tests/apache/image), on the files _prepare wrote;
+        the container's output goes to logs/broker.out.  The image's ready line ("The broker[...]
+        boot success") comes after the broker's first registration with the name server."""
+        proc = compat_runner.spawn_apache(home, self.workdir, self.store_dir, self.namesrv_port, self.broker_port,
+                                          timeout)
+        self.namesrv = self.broker = proc
+
+        def pump() -> None:
+            with open(logs / "broker.out", "a", encoding="utf-8", errors="replace") as out:
+                for line in proc.stdout:
+                    out.write(line)
+                    out.flush()
+
+        threading.Thread(target=pump, daemon=True).start()
+        return self
+
     def _wait_registered(self, timeout: float) -> None:
         """Until the name server lists the broker (clusterList names its address)."""
         deadline = time.monotonic() + timeout
@@ -248,7 +271,7 @@ class ApacheRocketMQ:
             time.sleep(0.5)
         raise RuntimeError(f"{self.BROKER_WHAT} not registered within {timeout} s")
 
-    def _stop(self, proc: subprocess.Popen | None, sig: int, timeout: float) -> None:
+    def _stop(self, proc: compat_runner.BrokerProc | None, sig: int, timeout: float) -> None:
         if proc is None or proc.poll() is not None:
             return
         proc.send_signal(sig)

@@ -25,6 +25,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+import compat_runner
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 DRIVERS = HERE / "drivers"
@@ -152,11 +154,10 @@ class RmqdServer:
     conf: Path | None = None
     namesrv_port: int = 0
     broker_port: int = 0
-    proc: subprocess.Popen | None = None
+    proc: compat_runner.BrokerProc | None = None
     ready_line: str = ""
     startup_s: float = 0.0
     stop_code: int | None = None  # side_by_side's rmqd.stop() exit code
-    _log: Any = None
 
     @property
     def namesrv(self) -> str:
@@ -167,41 +168,14 @@ class RmqdServer:
             self.namesrv_port = free_port()
         if not self.broker_port:
             self.broker_port = free_broker_port()
-        cmd = rmqd_command() + [
+        args = [
             "serve", "--store", str(self.store), "--namesrv-port", str(self.namesrv_port),
             "--broker-port", str(self.broker_port), "--host", "127.0.0.1",
         ]
         if self.conf is not None:
-            cmd += ["-c", str(self.conf)]
-        self._log = open(self.log_path, "a", encoding="utf-8", errors="replace")
-        self._log.write(f"$ {' '.join(cmd)}\n")
-        self._log.flush()
-        t0 = time.monotonic()
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(self.store.parent),
-            errors="replace",
-        )
-        ready = threading.Event()
-
-        def pump() -> None:
-            assert self.proc is not None and self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self._log.write(line)
-                self._log.flush()
-                if not ready.is_set() and line.startswith("rmqd ready"):
-                    self.ready_line = line.strip()
-                    self.startup_s = time.monotonic() - t0
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(READY_TIMEOUT_S) or not self.ready_line:
-            code = self.proc.poll()
-            self.kill()
-            raise RuntimeError(
-                f"rmqd did not print 'rmqd ready' within {READY_TIMEOUT_S}s (exit code {code}); "
-                f"log: {self.log_path}\n{tail(self.log_path)}"
-            )
+            args += ["-c", str(self.conf)]
+        self.store.parent.mkdir(parents=True, exist_ok=True)
+        self.proc, self.ready_line, self.startup_s = spawn_ready(args, self.store.parent, self.log_path)
         return self
 
     def stop(self) -> int:
@@ -217,20 +191,13 @@ class RmqdServer:
                 raise RuntimeError(f"rmqd did not exit within {STOP_TIMEOUT_S}s of SIGTERM; log: {self.log_path}")
         code = self.proc.returncode
         self.proc = None
-        self._close_log()
         return code
-
-    def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
         self.proc = None
-        self._close_log()
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -262,6 +229,42 @@ def side_by_side(apache: Any, rmqd: RmqdServer, join_s: float = 180) -> Iterator
     finally:
         apache.stop()
         rmqd.stop_code = rmqd.stop()
+
+
+def spawn_ready(args: list[str], cwd: Path, log_path: Path,
+                timeout: float = READY_TIMEOUT_S) -> tuple[compat_runner.BrokerProc, str, float]:
+    """Start `rmqd ARGS` (a process or a container: compat_runner), its output appended to
+    log_path as it comes; returns once it printed its `rmqd ready` line: (handle, line, seconds).
+    Raises RuntimeError with the log's tail when it exits or stays silent instead."""
+    t0 = time.monotonic()
+    proc, cmdline = compat_runner.spawn_rmqd(args, cwd, timeout)
+    log = open(log_path, "a", encoding="utf-8", errors="replace")
+    log.write(f"$ {cmdline}\n")
+    log.flush()
+    ready = threading.Event()
+    found: list[str] = []
+
+    def pump() -> None:
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                if not found and line.startswith("rmqd ready"):
+                    found.append(line.strip())
+                    ready.set()
+        finally:
+            ready.set()
+            log.close()
+
+    threading.Thread(target=pump, daemon=True).start()
+    if not ready.wait(timeout) or not found:
+        code = proc.poll()
+        if code is None:
+            proc.kill()
+            proc.wait(10)
+        raise RuntimeError(f"rmqd did not print 'rmqd ready' within {timeout}s (exit code {code}); "
+                           f"log: {log_path}\n{tail(log_path)}")
+    return proc, found[0], time.monotonic() - t0
 
 
 def tail(path: Path, lines: int = 40) -> str:

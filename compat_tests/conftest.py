@@ -16,6 +16,7 @@ from typing import Any, Iterator
 import pytest
 
 import compat_harness as harness
+import compat_runner
 from compat_harness import RmqdServer
 from compat_session import EXTERNAL_NAMESRV, ExternalServer, Session, client_problem, module_server
 
@@ -137,11 +138,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         _results.setdefault(key, ("PASS", ""))
 
 
+def _runner_text() -> str:
+    if not compat_runner.containers():
+        return "processes"
+    if compat_runner.engine_problem():
+        return "containers (no engine)"
+    return "containers of " + ", ".join(compat_runner.images())
+
+
 def _matrix_text() -> str:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
-        f"Compatibility matrix (compat_tests against {EXTERNAL_NAMESRV or 'rmqd serve'}, {now}, "
-        f"{platform.system()} {platform.machine()})",
+        f"Compatibility matrix (compat_tests against {EXTERNAL_NAMESRV or 'rmqd serve'} as {_runner_text()}, "
+        f"{now}, {platform.system()} {platform.machine()})",
         "",
         "| case | " + " | ".join(harness.client_label(c) for c in CLIENTS) + " |",
         "| --- | " + " | ".join("---" for _ in CLIENTS) + " |",
@@ -160,6 +169,10 @@ def _matrix_text() -> str:
     if notes:
         lines += ["", *[f"[{i}] {n[2:]}" for i, n in enumerate(notes, 1)]]
     return "\n".join(lines) + "\n"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    compat_runner.remove_leftovers()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

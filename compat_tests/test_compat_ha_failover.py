@@ -27,19 +27,10 @@ FILE = 1024 * 1024
 N = 40
 
 
-def _start(args: list[str], log: Path) -> subprocess.Popen:
-    proc = subprocess.Popen(harness.rmqd_command() + args, stdout=subprocess.PIPE, stderr=open(log, "w"),
-                            text=True, errors="replace")
-    deadline = time.monotonic() + 30
-    assert proc.stdout is not None
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith("rmqd ready"):
-            return proc
-        if not line and proc.poll() is not None:
-            break
-    proc.kill()
-    raise AssertionError(f"rmqd {' '.join(args)} did not get ready: {log.read_text()[-2000:]}")
+def _start(args: list[str], log: Path) -> harness.compat_runner.BrokerProc:
+    """`rmqd ARGS` (a process or a container, as the harness runs every broker), once ready."""
+    proc, _, _ = harness.spawn_ready(args, log.parent, log, timeout=30)
+    return proc
 
 
 def _commit_log(store: Path) -> dict[str, bytes]:
@@ -61,7 +52,7 @@ def test_consumer_reads_from_the_slave_when_the_master_is_down(tmp_path):
         harness.missing(problem)
     ns_port, mport, sport = harness.free_port(), harness.free_broker_port(), harness.free_broker_port()
     namesrv = f"127.0.0.1:{ns_port}"
-    procs: list[subprocess.Popen] = []
+    procs: list[harness.compat_runner.BrokerProc] = []
     try:
         procs.append(_start(["namesrv", "--port", str(ns_port), "--host", "127.0.0.1", "--kv-config",
                              str(tmp_path / "kv.json")], tmp_path / "ns.log"))
