@@ -171,12 +171,22 @@ class NettyClientConfig:
 
 
 @dataclass
+class ProxyConfig:
+    """The keys of Apache RocketMQ 5.x's ProxyConfig that rmqd's built-in gRPC endpoint reads
+    (rmqd serves RocketMQ 5.x clients itself, where Apache runs rocketmq-proxy beside the broker)."""
+    grpcServerPort: int = 8081
+
+
+@dataclass
 class BrokerSettings:
     """Everything one broker process is configured with."""
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     netty_server: NettyServerConfig = field(default_factory=NettyServerConfig)
     netty_client: NettyClientConfig = field(default_factory=NettyClientConfig)
     store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
+    proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    #: the keys a broker.conf or the command line set (the others hold their defaults)
+    explicit_keys: set[str] = field(default_factory=set)
 
     @property
     def listen_port(self) -> int:
@@ -197,7 +207,7 @@ class BrokerSettings:
 
     def apply(self, props: Mapping[str, str], source: str = "config") -> None:
         """Set every key on each class that has it; unknown keys and bad values raise ConfigError."""
-        targets = [self.broker, self.netty_server, self.netty_client, self.store]
+        targets = [self.broker, self.netty_server, self.netty_client, self.store, self.proxy]
         for key, raw in props.items():
             hit = False
             for target in targets:
@@ -208,6 +218,7 @@ class BrokerSettings:
                     raise ConfigError(_bad_value(source, target is self.store, exc)) from None
             if not hit:
                 raise ConfigError(f"{source}: unknown config key {key!r}")
+            self.explicit_keys.add(key)
 
     def all_properties(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -257,6 +268,9 @@ def validate(settings: BrokerSettings) -> None:
     port = settings.netty_server.listenPort
     if not 3 <= port <= 65535:
         raise ConfigError(f"listenPort={port} is out of range (the fast port listenPort-2 must be valid too)")
+    if not -1 <= settings.proxy.grpcServerPort <= 65535:
+        raise ConfigError(f"grpcServerPort={settings.proxy.grpcServerPort} is out of range "
+                          "(0: any free port, -1: no gRPC endpoint)")
     if b.brokerId < 0:
         raise ConfigError(f"brokerId={b.brokerId} must be >= 0")
     # BrokerStartup: masters are brokerId 0; a slave needs brokerId > 0 (exit -3 in 4.9.8)
@@ -270,5 +284,5 @@ def validate(settings: BrokerSettings) -> None:
         raise ConfigError(f"defaultTopicQueueNums={b.defaultTopicQueueNums} must be > 0")
 
 
-__all__ = ["BrokerConfig", "BrokerSettings", "ConfigError", "NettyClientConfig", "NettyServerConfig",
+__all__ = ["BrokerConfig", "BrokerSettings", "ConfigError", "NettyClientConfig", "NettyServerConfig", "ProxyConfig",
            "load_broker_settings", "local_address", "read_properties_file", "validate"]

@@ -109,7 +109,7 @@ def make_settings(root: Path, namesrv_addr: str | None, **overrides: Any) -> Bro
         "brokerClusterName": CLUSTER, "brokerName": BROKER_NAME, "brokerIP1": "127.0.0.1", "brokerIP2": "127.0.0.1",
         "listenPort": str(free_broker_port()), "storePathRootDir": str(root),
         "mappedFileSizeCommitLog": str(4 * 1024 * 1024), "mappedFileSizeConsumeQueue": str(6000 * 20),
-        "flushIntervalCommitLog": "50",
+        "flushIntervalCommitLog": "50", "grpcServerPort": "0",
     }
     if namesrv_addr:
         props["namesrvAddr"] = namesrv_addr
