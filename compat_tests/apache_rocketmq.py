@@ -45,17 +45,22 @@ _LOGBACK = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 
-def apache_problem() -> str | None:
-    """None when Java and the resolved jars are there, else what to run."""
+def classpath_problem(classpaths: tuple[Path, ...], setup: str) -> str | None:
+    """None when Java and every jar of `classpaths` are there, else what to run (`setup`)."""
     if shutil.which("java") is None:
         return "java is not installed (Java 17 is needed for Apache RocketMQ)"
-    for cp in (BROKER_CLASSPATH, TOOLS_CLASSPATH):
+    for cp in classpaths:
         if not cp.is_file():
-            return f"Apache RocketMQ not installed: run compat_tests/apache/setup.sh ({cp.name} missing)"
+            return f"Apache RocketMQ not installed: run {setup} ({cp.parent.name}/{cp.name} missing)"
         missing = [j for j in cp.read_text().strip().split(":") if j and not Path(j).is_file()]
         if missing:
-            return f"Apache RocketMQ jars missing ({Path(missing[0]).name}): run compat_tests/apache/setup.sh"
+            return f"Apache RocketMQ jars missing ({Path(missing[0]).name}): run {setup}"
     return None
+
+
+def apache_problem() -> str | None:
+    """None when Java and the resolved 4.9 jars are there, else what to run."""
+    return classpath_problem((BROKER_CLASSPATH, TOOLS_CLASSPATH), "compat_tests/apache/setup.sh")
 
 
 def _free_broker_port() -> int:
@@ -105,18 +110,40 @@ class ApacheRocketMQ:
     ``broker_conf`` adds or overrides broker.conf keys (RocketMQ's names). ``store_dir`` is
     the broker's storePathRootDir; start it on an existing store by passing
     ``broker_conf={"storePathRootDir": ...}`` (and the same mappedFileSizeCommitLog it was
-    written with)."""
+    written with).
+
+    A subclass for another release overrides the class attributes (its classpath, the main
+    class of the broker's process), ``_broker_args`` and, for more ports, ``_choose_ports``."""
+
+    VERSION = BROKER_VERSION
+    CLASSPATH = BROKER_CLASSPATH
+    # mqadmin's classpath for the readiness check (clusterList)
+    ADMIN_CLASSPATH = TOOLS_CLASSPATH
+    BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
+    # what the broker's process is called in errors
+    BROKER_WHAT = "Apache broker"
 
     def __init__(self, workdir: Path, *, broker_conf: dict[str, str] | None = None) -> None:
         self.workdir = Path(workdir)
         self.extra = dict(broker_conf or {})
+        self._choose_ports()
+        self.store_dir = Path(self.extra.get("storePathRootDir", self.workdir / "store"))
+        self.namesrv: subprocess.Popen | None = None
+        self.broker: subprocess.Popen | None = None
+
+    @property
+    def label(self) -> str:
+        return f"Apache RocketMQ {self.VERSION}"
+
+    def problem(self) -> str | None:
+        """None when this release can start here, else what to run."""
+        return apache_problem()
+
+    def _choose_ports(self) -> None:
         self.namesrv_port = _free_port()
         self.broker_port = _free_broker_port()
         self.namesrv_addr = f"127.0.0.1:{self.namesrv_port}"
         self.broker_addr = f"127.0.0.1:{self.broker_port}"
-        self.store_dir = Path(self.extra.get("storePathRootDir", self.workdir / "store"))
-        self.namesrv: subprocess.Popen | None = None
-        self.broker: subprocess.Popen | None = None
 
     # -- files -----------------------------------------------------------------------------------
     def _prepare(self) -> dict[str, Any]:
@@ -143,6 +170,7 @@ class ApacheRocketMQ:
             conf["storePathCommitLog"] = str(Path(conf["storePathRootDir"]) / "commitlog")
         self.store_dir = Path(conf["storePathRootDir"])
         (home / "conf" / "broker.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+        self._write_more_conf(home / "conf")
         env = dict(os.environ, ROCKETMQ_HOME=str(home), JAVA_OPT="")
         env.pop("JAVA_TOOL_OPTIONS", None)
         return {"home": home, "logs": logs, "env": env}
@@ -156,7 +184,7 @@ class ApacheRocketMQ:
     def start(self, timeout: float = 90, attempts: int = 3) -> "ApacheRocketMQ":
         """Start both; a port taken between choosing it and the JVM binding it (another test's
         socket) is retried on fresh ports."""
-        problem = apache_problem()
+        problem = self.problem()
         if problem:
             raise RuntimeError(problem)
         for attempt in range(attempts):
@@ -165,47 +193,60 @@ class ApacheRocketMQ:
             except RuntimeError as exc:
                 if attempt == attempts - 1 or "Address already in use" not in str(exc) + self._logs_tail():
                     raise
-                self.namesrv_port, self.broker_port = _free_port(), _free_broker_port()
-                self.namesrv_addr = f"127.0.0.1:{self.namesrv_port}"
-                self.broker_addr = f"127.0.0.1:{self.broker_port}"
+                self._choose_ports()
         raise AssertionError("unreachable")
 
     def _logs_tail(self) -> str:
         return "".join(_tail(self.workdir / "logs" / f"{n}.out") + _tail(self.workdir / "logs" / f"{n}.log")
                        for n in ("namesrv", "broker"))
 
+    def _write_more_conf(self, conf_dir: Path) -> None:
+        """Configuration files beyond namesrv.properties and broker.conf (none for 4.9)."""
+
+    def _broker_args(self, home: Path) -> list[str]:
+        """The broker process's arguments after its main class."""
+        return ["-c", str(home / "conf" / "broker.conf")]
+
+    def _ports_to_wait_for(self) -> list[int]:
+        """The broker process's listening ports, waited for before the registration check."""
+        return [self.broker_port]
+
     def _start_once(self, timeout: float) -> "ApacheRocketMQ":
         p = self._prepare()
         home, logs, env = p["home"], p["logs"], p["env"]
         self.namesrv = subprocess.Popen(
             self._java("org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(home / "conf" / "namesrv.properties"),
-                       home=home, classpath=BROKER_CLASSPATH),
+                       home=home, classpath=self.CLASSPATH),
             env=env, stdout=open(logs / "namesrv.out", "ab"), stderr=subprocess.STDOUT, cwd=self.workdir)
         try:
             _wait_port(self.namesrv_port, self.namesrv, timeout, "Apache name server", logs / "namesrv.out")
             self.broker = subprocess.Popen(
-                self._java("org.apache.rocketmq.broker.BrokerStartup", "-c", str(home / "conf" / "broker.conf"),
-                           home=home, classpath=BROKER_CLASSPATH),
+                self._java(self.BROKER_MAIN, *self._broker_args(home), home=home, classpath=self.CLASSPATH),
                 env=env, stdout=open(logs / "broker.out", "ab"), stderr=subprocess.STDOUT, cwd=self.workdir)
-            _wait_port(self.broker_port, self.broker, timeout, "Apache broker", logs / "broker.out")
+            for port in self._ports_to_wait_for():
+                _wait_port(port, self.broker, timeout, self.BROKER_WHAT, logs / "broker.out")
             self._wait_registered(timeout)
         except BaseException:
             self.kill()
             raise
         return self
 
+    def mqadmin(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        """`mqadmin ARGS -n <this name server>` with this release's tools."""
+        return run_mqadmin(self.ADMIN_CLASSPATH, self.namesrv_addr, *args, timeout=timeout, workdir=self.workdir)
+
     def _wait_registered(self, timeout: float) -> None:
         """Until the name server lists the broker (clusterList names its address)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            r = mqadmin(self.namesrv_addr, "clusterList", timeout=60, workdir=self.workdir)
+            r = self.mqadmin("clusterList")
             if self.broker_addr in r.stdout:
                 return
             if self.broker is not None and self.broker.poll() is not None:
-                raise RuntimeError(f"Apache broker exited with {self.broker.returncode}: "
+                raise RuntimeError(f"{self.BROKER_WHAT} exited with {self.broker.returncode}: "
                                    f"{_tail(self.workdir / 'logs' / 'broker.out')}")
             time.sleep(0.5)
-        raise RuntimeError(f"Apache broker not registered within {timeout} s")
+        raise RuntimeError(f"{self.BROKER_WHAT} not registered within {timeout} s")
 
     def _stop(self, proc: subprocess.Popen | None, sig: int, timeout: float) -> None:
         if proc is None or proc.poll() is not None:
@@ -239,16 +280,23 @@ def mqadmin(namesrv_addr: str, *args: str, timeout: float = 60,
     problem = apache_problem()
     if problem:
         raise RuntimeError(problem)
+    return run_mqadmin(TOOLS_CLASSPATH, namesrv_addr, *args, timeout=timeout, workdir=workdir)
+
+
+def run_mqadmin(classpath: Path, namesrv_addr: str, *args: str, timeout: float = 60,
+                workdir: Path | None = None) -> subprocess.CompletedProcess:
+    """`mqadmin ARGS -n namesrv_addr` with the tools on `classpath` (MQAdminStartup)."""
     home = Path(workdir or os.environ.get("TMPDIR", "/tmp")) / "mqadmin-home"
     (home / "conf").mkdir(parents=True, exist_ok=True)
     log = home / "tools.log"
     (home / "conf" / "logback_tools.xml").write_text(_LOGBACK.format(log=log))
     cmd = ["java", "-Xms64m", "-Xmx256m", *JVM_OPENS, f"-Drocketmq.home.dir={home}", f"-Duser.home={home}",
            "-Drocketmq.client.logUseSlf4j=true", f"-Dlogback.configurationFile={home / 'conf' / 'logback_tools.xml'}",
-           "-cp", TOOLS_CLASSPATH.read_text().strip(), "org.apache.rocketmq.tools.command.MQAdminStartup",
+           "-cp", classpath.read_text().strip(), "org.apache.rocketmq.tools.command.MQAdminStartup",
            *args, "-n", namesrv_addr]
     env = dict(os.environ, ROCKETMQ_HOME=str(home))
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, errors="replace")
 
 
-__all__ = ["ApacheRocketMQ", "BROKER_VERSION", "LABEL", "TOOLS_VERSION", "apache_problem", "mqadmin"]
+__all__ = ["ApacheRocketMQ", "BROKER_VERSION", "LABEL", "TOOLS_VERSION", "apache_problem", "classpath_problem",
+           "mqadmin", "run_mqadmin"]

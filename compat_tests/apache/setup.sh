@@ -7,33 +7,11 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
-for tool in java mvn; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "apache rocketmq: '$tool' is not installed (Java 17 and Maven are needed)" >&2
-    exit 1
-  fi
-done
-
-current() {  # $1 = module dir: classpath file newer than the pom, every jar present
-  local cp="$1/classpath.txt"
-  [[ -s "$cp" && "$cp" -nt "$1/pom.xml" ]] || return 1
-  local jar
-  while IFS= read -r jar; do [[ -f "$jar" ]] || return 1; done < <(tr ':' '\n' < "$cp")
-}
-
+# shellcheck source=classpath.sh
+source "$here/classpath.sh"
+require_java_maven
 for module in broker tools; do
-  dir="$here/$module"
-  current "$dir" && continue
-  log="$(mktemp)"
-  if ! (cd "$dir" && mvn -q -B dependency:build-classpath -Dmdep.outputFile=classpath.txt.tmp >"$log" 2>&1); then
-    cat "$log" >&2
-    rm -f "$log" "$dir/classpath.txt.tmp"
-    echo "apache rocketmq: cannot resolve $module/pom.xml from Maven Central (see above)" >&2
-    exit 1
-  fi
-  rm -f "$log"
-  mv -f "$dir/classpath.txt.tmp" "$dir/classpath.txt"
-  echo "apache rocketmq: $module classpath ready"
+  resolve_classpath "$here/$module" "$module"
 done
 
 # the small Java clients the mqadmin comparison keeps connected (compiled against the tools' client)
