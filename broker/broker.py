@@ -201,7 +201,8 @@ class BrokerRole:
         # RocketMQ 5.x clients: apache.rocketmq.v2 over gRPC on grpcServerPort (TLS or h2c, one port)
         self.grpc_service = MessagingService(self, send=send_processor.send_message,
                                              end_transaction=end_transaction_processor.end_transaction,
-                                             grpc_port=lambda: self.bound.get("grpc", ("", 0))[1])
+                                             grpc_port=lambda: self.bound.get("grpc", ("", 0))[1],
+                                             pop=lambda: getattr(self, "pop_service", None))
         self.grpc_server: GrpcServer | None = None
         if settings.proxy.grpcServerPort >= 0:
             self.grpc_server = GrpcServer(
@@ -258,6 +259,7 @@ class BrokerRole:
                     await nursery.start(self.server.serve)
                     if "grpc" in self.bound and self.grpc_server is not None:
                         await nursery.start(self.grpc_server.serve)
+                        await nursery.start(self.grpc_service.consumer.run_renewal)
                     if self.ha_service is not None:
                         self.bound["ha"] = await nursery.start(self.ha_service.run)
                         s.store.haListenPort = self.bound["ha"][1]

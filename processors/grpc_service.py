@@ -36,6 +36,7 @@ from rmqd.processors.grpc_clients import (
     CALL_CLIENT_TIMEOUT_S, ClientSettingsManager, GrpcChannelManager, GrpcClientChannel, TransactionDataManager,
     client_type_name,
 )
+from rmqd.processors.grpc_consumer import ConsumerActivity
 from rmqd.processors.grpc_common import (
     GrpcContext, ProxyError, check_client_id, check_group, check_topic, code_of_remoting, consistent_hash, status,
 )
@@ -145,13 +146,11 @@ class MessagingService:
 
     def __init__(self, broker: GrpcBroker, *, send: Callable[[Any, RemotingCommand], Awaitable[RemotingCommand]],
                  end_transaction: Callable[[Any, RemotingCommand], Awaitable[RemotingCommand | None]],
-                 grpc_port: Callable[[], int], pop: Any = None) -> None:
+                 grpc_port: Callable[[], int], pop: Callable[[], Any] = lambda: None) -> None:
         self.broker = broker
         self._send = send
         self._end_transaction = end_transaction
         self._grpc_port = grpc_port
-        #: the POP service (receive / ack / change invisible time / DLQ); None: not available
-        self.pop = pop
         self.transactions = TransactionDataManager()
         self.channels = GrpcChannelManager(self.transactions, self._channel_closed)
         max_body = int(getattr(broker.message_store_config, "maxMessageSize", 4 * 1024 * 1024))
@@ -159,6 +158,8 @@ class MessagingService:
         self.max_body_size = max_body
         self.stopping = trio.Event()
         self._round_robin = itertools.count()
+        #: receive / ack / change invisible time / DLQ over the broker's POP service
+        self.consumer = ConsumerActivity(self, pop)
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _group_config(self, group: str) -> Any:
@@ -171,7 +172,7 @@ class MessagingService:
         acl = getattr(self.broker, "acl", None)
         return acl.state if acl is not None else None
 
-    def _pipeline(self, ctx: GrpcContext, method: str, request: Any) -> None:
+    def pipeline(self, ctx: GrpcContext, method: str, request: Any) -> None:
         """ContextInitPipeline, the ACL (AuthenticationPipeline), validateContext."""
         state = self._acl_state()
         if state is not None:
@@ -185,10 +186,10 @@ class MessagingService:
         check_client_id(ctx)
 
     @staticmethod
-    def _context(call: Call) -> GrpcContext:
+    def context_of(call: Call) -> GrpcContext:
         return GrpcContext.of(call.metadata, call.remote_addr, call.local_addr, call.remaining_seconds())
 
-    def _unary(self, method: str, request_cls: type, response_cls: type,
+    def unary(self, method: str, request_cls: type, response_cls: type,
                fn: Callable[[GrpcContext, Any], Awaitable[Any]]) -> GrpcHandler:
         async def handle(call: Call) -> None:
             payload = await call.recv()
@@ -200,9 +201,9 @@ class MessagingService:
             except (DecodeError, RuntimeWarning, ValueError) as exc:
                 await call.finish(GrpcStatus.INTERNAL, f"Invalid protobuf byte sequence: {exc}")
                 return
-            ctx = self._context(call)
+            ctx = self.context_of(call)
             try:
-                self._pipeline(ctx, method, request)
+                self.pipeline(ctx, method, request)
                 response = await fn(ctx, request)
             except ProxyError as exc:
                 response = response_cls(status=status(exc.code, exc.message))
@@ -216,28 +217,27 @@ class MessagingService:
     def handlers(self) -> dict[tuple[str, str], GrpcHandler]:
         svc = MESSAGING_SERVICE
         table: dict[tuple[str, str], GrpcHandler] = {
-            (svc, "QueryRoute"): self._unary("QueryRoute", pb.QueryRouteRequest, pb.QueryRouteResponse,
+            (svc, "QueryRoute"): self.unary("QueryRoute", pb.QueryRouteRequest, pb.QueryRouteResponse,
                                              self.query_route),
-            (svc, "Heartbeat"): self._unary("Heartbeat", pb.HeartbeatRequest, pb.HeartbeatResponse, self.heartbeat),
-            (svc, "SendMessage"): self._unary("SendMessage", pb.SendMessageRequest, pb.SendMessageResponse,
+            (svc, "Heartbeat"): self.unary("Heartbeat", pb.HeartbeatRequest, pb.HeartbeatResponse, self.heartbeat),
+            (svc, "SendMessage"): self.unary("SendMessage", pb.SendMessageRequest, pb.SendMessageResponse,
                                               self.send_message),
-            (svc, "QueryAssignment"): self._unary("QueryAssignment", pb.QueryAssignmentRequest,
+            (svc, "QueryAssignment"): self.unary("QueryAssignment", pb.QueryAssignmentRequest,
                                                   pb.QueryAssignmentResponse, self.query_assignment),
-            (svc, "EndTransaction"): self._unary("EndTransaction", pb.EndTransactionRequest,
+            (svc, "EndTransaction"): self.unary("EndTransaction", pb.EndTransactionRequest,
                                                  pb.EndTransactionResponse, self.end_transaction),
-            (svc, "NotifyClientTermination"): self._unary(
+            (svc, "NotifyClientTermination"): self.unary(
                 "NotifyClientTermination", pb.NotifyClientTerminationRequest, pb.NotifyClientTerminationResponse,
                 self.notify_client_termination),
-            (svc, "RecallMessage"): self._unary("RecallMessage", pb.RecallMessageRequest, pb.RecallMessageResponse,
+            (svc, "RecallMessage"): self.unary("RecallMessage", pb.RecallMessageRequest, pb.RecallMessageResponse,
                                                 self.recall_message),
             (svc, "Telemetry"): self.telemetry,
         }
-        if self.pop is not None:
-            table.update(self.pop.handlers(self))
+        table.update({(svc, method): handler for method, handler in self.consumer.handlers().items()})
         return table
 
     # -- routes ---------------------------------------------------------------------------------
-    def _topic_config(self, topic: str) -> Any:
+    def topic_config(self, topic: str) -> Any:
         tc = self.broker.topic_config_manager.select_topic_config(topic)
         if tc is None:
             raise ProxyError(Code.TOPIC_NOT_FOUND,
@@ -268,7 +268,7 @@ class MessagingService:
 
     async def query_route(self, ctx: GrpcContext, request: "pb.QueryRouteRequest") -> "pb.QueryRouteResponse":
         topic = check_topic(request.topic)
-        tc = self._topic_config(topic)
+        tc = self.topic_config(topic)
         broker = self._broker(request.endpoints, ctx)
         perm = self._perm(tc)
         accept = ACCEPT_TYPES.get(tc.message_type, [MessageType.MESSAGE_TYPE_UNSPECIFIED])
@@ -299,7 +299,7 @@ class MessagingService:
                                request: "pb.QueryAssignmentRequest") -> "pb.QueryAssignmentResponse":
         topic = check_topic(request.topic)
         group = check_group(request.group)
-        tc = self._topic_config(topic)
+        tc = self.topic_config(topic)
         perm = self._perm(tc)
         config = self._group_config(group)
         fifo = bool(getattr(config, "consumeMessageOrderly", False)) if config is not None else False
@@ -433,9 +433,9 @@ class MessagingService:
             except (DecodeError, RuntimeWarning, ValueError) as exc:
                 await call.finish(GrpcStatus.INTERNAL, f"Invalid protobuf byte sequence: {exc}")
                 return
-            ctx = self._context(call)
+            ctx = self.context_of(call)
             try:
-                self._pipeline(ctx, "Telemetry", command)
+                self.pipeline(ctx, "Telemetry", command)
                 kind = command.WhichOneof("command")
                 if kind == "settings":
                     if not await self._client_settings(ctx, command.settings, stream, attached):
@@ -510,7 +510,7 @@ class MessagingService:
                                  f"message body cannot exceed the max {self.max_body_size}")
             prepared.append((message, build_message_properties(ctx, message, topic, now)))
         sys_flag = build_sys_flag(first)
-        tc = self._topic_config(topic)
+        tc = self.topic_config(topic)
         if not topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
             expected, actual = tc.message_type, topic_message_type(prepared[0][1])
             if actual == "UNSPECIFIED" or (actual != expected and expected != "MIXED"):
