@@ -74,6 +74,23 @@ if ! { classpath_ok "$cp_proto" && [[ "$cp_proto" -nt "$here/java/pom-proto.xml"
   echo "grpc5 drivers: rocketmq-proto 2.0.4 descriptors dumped"
 fi
 
+# TopicAdmin: topics with a message.type and groups for the cases, against both brokers, in one JVM
+# (rocketmq-tools 5.3.3 from the Apache 5.3.3 reference's classpath, compat_tests/apache/setup5.sh)
+cp_admin="$here/../../apache/broker5/classpath.txt"
+admin_jar="$target/topic-admin.jar"
+if [[ ! -s "$cp_admin" ]]; then
+  echo "grpc5 drivers: $cp_admin is missing: run compat_tests/apache/setup5.sh first" >&2
+  exit 1
+fi
+if ! [[ "$admin_jar" -nt "$here/java/TopicAdmin.java" && "$admin_jar" -nt "$cp_admin" ]]; then
+  rm -rf "$target/admin-classes" && mkdir -p "$target/admin-classes"
+  javac -nowarn -Xlint:none -d "$target/admin-classes" -cp "$(cat "$cp_admin")" "$here/java/TopicAdmin.java" \
+    2> >(grep -v '^Note:' >&2)
+  jar --create --file "$admin_jar.tmp" -C "$target/admin-classes" .
+  mv -f "$admin_jar.tmp" "$admin_jar"
+  echo "grpc5 drivers: topic admin (rocketmq-tools 5.3.3) ready"
+fi
+
 # -- Python ----------------------------------------------------------------------------------------
 venv="$target/python-venv"
 stamp="$venv/.rocketmq-python-client-5.1.2"

@@ -289,6 +289,9 @@ public final class GrpcDriver {
         while ((got < expect || System.currentTimeMillis() - started < minMs) && STOP_LINE.getCount() > 0
             && System.currentTimeMillis() - started < runMs) {
             List<MessageView> views;
+            if (got == 0) {
+                emit("polling");
+            }
             try {
                 views = consumer.receive((int) num("max_count", 16), invisible);
             } catch (ClientException e) {

@@ -172,6 +172,7 @@ async function simple() {
   let got = 0;
   while ((got < expect || Date.now() - started < minMs) && !stopLine && Date.now() - started < runMs) {
     let views;
+    if (got === 0) emit('polling');
     try {
       views = await consumer.receive(c.max_count || 16, (c.invisible_s || 15) * 1000);
     } catch (e) {

@@ -183,6 +183,8 @@ def simple(c: dict[str, Any]) -> None:
     got = 0
     while (got < expect or time.monotonic() - started < min_s) and not STOP_LINE.is_set() \
             and time.monotonic() - started < run_s:
+        if got == 0:
+            emit("polling")
         try:
             messages = consumer.receive(int(c.get("max_count", 16)), int(c.get("invisible_s", 15)))
         except Exception as exc:  # noqa: BLE001
