@@ -12,6 +12,9 @@
 * CONSUME_MESSAGE_DIRECTLY (309, mqadmin ``queryMsgById -g G -d CLIENT`` / ``consumeMessage``):
   the broker loads the message named by the offsetMsgId, adds ``brokerName`` and forwards the
   request to that consumer's connection, answering with the consumer's reply.
+* GET_CONSUMER_RUNNING_INFO (307, mqadmin ``consumerStatus -i CLIENT [-s]``): forwarded to the
+  consumer as AdminBrokerProcessor.callConsumer does. A 5.x gRPC consumer answers it over its
+  Telemetry stream (a PrintThreadStackTraceCommand when jstackEnable is set).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class QueryMessageProcessor:
             RequestCode.QUERY_MESSAGE: self.query_message,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
         })
 
     async def query_message(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
@@ -97,6 +101,25 @@ class QueryMessageProcessor:
                                  f"The Consumer <{client_id}> Version <{info.version}> too low to finish, please "
                                  f"upgrade it to V3_1_8_SNAPSHOT")
         forward = RemotingCommand(code=RequestCode.CONSUME_MESSAGE_DIRECTLY, ext_fields=ext, body=body)
+        return await self._call_client(request, info, forward, group, client_id)
+
+    async def get_consumer_running_info(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        ext = request.ext_fields or {}
+        group, client_id = ext.get("consumerGroup") or "", ext.get("clientId") or ""
+        info = self.broker.consumer_manager.find_channel(group, client_id)
+        if info is None:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
+        if info.version < V3_1_8_SNAPSHOT:
+            return make_response(request, ResponseCode.SYSTEM_ERROR,
+                                 f"The Consumer <{client_id}> Version <{info.version}> too low to finish, please "
+                                 f"upgrade it to V3_1_8_SNAPSHOT")
+        forward = RemotingCommand(code=RequestCode.GET_CONSUMER_RUNNING_INFO, ext_fields=dict(ext), body=request.body)
+        return await self._call_client(request, info, forward, group, client_id)
+
+    @staticmethod
+    async def _call_client(request: RemotingCommand, info: Any, forward: RemotingCommand, group: str,
+                           client_id: str) -> RemotingCommand:
+        """Broker2Client.callClient: the client's answer, or why there is none."""
         try:
             reply = await info.channel.invoke(forward, CALL_CLIENT_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - any failure of the call becomes the answer's remark

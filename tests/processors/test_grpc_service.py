@@ -70,6 +70,16 @@ class _Telemetry:
             for r in self.responses:
                 self.received.append(r)
                 self.got.set()
+                kind = r.WhichOneof("command")
+                if kind == "print_thread_stack_trace_command":  # answered as a 5.x client does
+                    reply = pb.TelemetryCommand(status=pb.Status(code=Code.OK))
+                    reply.thread_stack_trace.nonce = r.print_thread_stack_trace_command.nonce
+                    reply.thread_stack_trace.thread_stack_trace = "\"main\" RUNNABLE"
+                    self.out.put(reply)
+                elif kind == "verify_message_command":
+                    reply = pb.TelemetryCommand(status=pb.Status(code=Code.OK))
+                    reply.verify_message_result.nonce = r.verify_message_command.nonce
+                    self.out.put(reply)
         except grpc.RpcError as exc:
             self.error = exc
             self.got.set()
@@ -324,3 +334,45 @@ def _tls_route(port: int) -> Any:
         sock.sendall(conn.data_to_send())
     sock.close()
     return pb.QueryRouteResponse.FromString(data[5:])
+
+
+def test_server_commands_over_telemetry(tmp_path: Path) -> None:
+    """mqadmin's consumerStatus -s and consumeMessage reach a 5.x consumer as
+    PrintThreadStackTraceCommand / VerifyMessageCommand on its Telemetry stream."""
+    async def body(h: Harness) -> None:
+        _create_topic(h, "TopicS")
+        port = _port(h)
+        send = await h.send_v2("TopicS", b"verify me")
+        offset_msg_id = send.ext_fields["msgId"]
+
+        def open_stream() -> Any:
+            c = V2Client(port, client_id="cmd-client")
+            s = pb.Settings(client_type=ClientType.SIMPLE_CONSUMER)
+            s.subscription.group.name = "GroupS"
+            e = s.subscription.subscriptions.add()
+            e.topic.name = "TopicS"
+            e.expression.type = 1
+            e.expression.expression = "*"
+            tel = _Telemetry(c, pb.TelemetryCommand(settings=s))
+            tel.wait(1)
+            return c, tel
+
+        c, tel = await trio.to_thread.run_sync(open_stream)
+        from rmqd.wire.codes import RequestCode, ResponseCode
+        stack = await h.invoke(RequestCode.GET_CONSUMER_RUNNING_INFO,
+                               {"consumerGroup": "GroupS", "clientId": "cmd-client", "jstackEnable": "true"},
+                               timeout=15)
+        assert stack.code == ResponseCode.SUCCESS, stack.remark
+        assert b"RUNNABLE" in bytes(stack.body)
+        verify = await h.invoke(RequestCode.CONSUME_MESSAGE_DIRECTLY,
+                                {"consumerGroup": "GroupS", "clientId": "cmd-client", "msgId": offset_msg_id},
+                                timeout=15)
+        assert verify.code == ResponseCode.SUCCESS, verify.remark
+        assert b"CR_SUCCESS" in bytes(verify.body)
+        kinds = [r.WhichOneof("command") for r in tel.received]
+        assert "print_thread_stack_trace_command" in kinds and "verify_message_command" in kinds
+        verified = next(r for r in tel.received if r.WhichOneof("command") == "verify_message_command")
+        assert verified.verify_message_command.message.body == b"verify me"
+        await trio.to_thread.run_sync(lambda: (tel.close(), c.close()))
+
+    _run(tmp_path, body)
