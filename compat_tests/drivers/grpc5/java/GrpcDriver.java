@@ -173,6 +173,13 @@ public final class GrpcDriver {
         String checkAnswer = str("check", "commit");
         JsonArray specs = c.getAsJsonArray("messages");
         int threads = (int) num("threads", 1);
+        Map<String, String> checkAnswers = new HashMap<>();  // a message's own answer to check-backs
+        for (JsonElement e : specs) {
+            if (e.getAsJsonObject().has("check")) {
+                checkAnswers.put(e.getAsJsonObject().get("body_b64").getAsString(),
+                    e.getAsJsonObject().get("check").getAsString());
+            }
+        }
         List<Producer> producers = new ArrayList<>();
         try {
             for (int t = 0; t < threads; t++) {
@@ -180,10 +187,11 @@ public final class GrpcDriver {
                 if ("transaction".equals(mode)) {
                     b.setTransactionChecker(mv -> {
                         Map<String, Object> ev = view(mv);
-                        ev.put("answer", checkAnswer);
+                        String answer = checkAnswers.getOrDefault((String) ev.get("body_b64"), checkAnswer);
+                        ev.put("answer", answer);
                         emit("check", ev);
-                        return "commit".equals(checkAnswer) ? TransactionResolution.COMMIT
-                            : "rollback".equals(checkAnswer) ? TransactionResolution.ROLLBACK : TransactionResolution.UNKNOWN;
+                        return "commit".equals(answer) ? TransactionResolution.COMMIT
+                            : "rollback".equals(answer) ? TransactionResolution.ROLLBACK : TransactionResolution.UNKNOWN;
                     });
                 }
                 producers.add(b.build());
@@ -312,7 +320,7 @@ public final class GrpcDriver {
                         Duration d = Duration.ofMillis((long) (Double.parseDouble(ack.substring(7)) * 1000));
                         consumer.changeInvisibleDuration(m, d);
                         emit("changed", id);
-                    } else if ("all".equals(ack) || ack.startsWith("change:")
+                    } else if ("half".equals(ack) ? got % 2 == 1 : "all".equals(ack) || ack.startsWith("change:")
                         || (ack.startsWith("after:") && m.getDeliveryAttempt() >= Integer.parseInt(ack.substring(6)))) {
                         consumer.ack(m);
                         emit("ack", id);

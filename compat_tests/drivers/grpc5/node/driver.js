@@ -92,7 +92,8 @@ function message(spec) {
 
 async function produce() {
   const threads = c.threads || 1;
-  const answer = c.check || 'commit';
+  const defaultAnswer = c.check || 'commit';
+  const byBody = new Map(c.messages.filter(m => m.check).map(m => [m.body_b64, m.check]));
   const producers = [];
   try {
     for (let t = 0; t < threads; t++) {
@@ -100,7 +101,9 @@ async function produce() {
       if (c.mode === 'transaction') {
         o.checker = {
           async check(mv) {
-            emit('check', { ...view(mv), answer });
+            const v = view(mv);
+            const answer = byBody.get(v.body_b64) || defaultAnswer;
+            emit('check', { ...v, answer });
             return answer === 'commit' ? TransactionResolution.COMMIT
               : answer === 'rollback' ? TransactionResolution.ROLLBACK : TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED;
           },
@@ -188,7 +191,7 @@ async function simple() {
         if (ack.startsWith('change:') && m.deliveryAttempt === 1) {
           await consumer.changeInvisibleDuration(m, Number(ack.slice(7)) * 1000);
           emit('changed', { msgId: m.messageId });
-        } else if (ack === 'all' || ack.startsWith('change:')
+        } else if (ack === 'half' ? got % 2 === 1 : ack === 'all' || ack.startsWith('change:')
           || (ack.startsWith('after:') && m.deliveryAttempt >= Number(ack.slice(6)))) {
           await consumer.ack(m);
           emit('ack', { msgId: m.messageId });

@@ -96,14 +96,17 @@ def build(c: dict[str, Any], spec: dict[str, Any]) -> Message:
 
 
 class Checker(TransactionChecker):
-    def __init__(self, answer: str) -> None:
+    def __init__(self, answer: str, by_body: dict[str, str]) -> None:
         self.answer = answer
+        self.by_body = by_body  # a message's own answer to check-backs
 
     def check(self, message: Message) -> TransactionResolution:
-        emit("check", answer=self.answer, **view(message))
-        if self.answer == "commit":
+        v = view(message)
+        answer = self.by_body.get(v["body_b64"], self.answer)
+        emit("check", answer=answer, **v)
+        if answer == "commit":
             return TransactionResolution.COMMIT
-        if self.answer == "rollback":
+        if answer == "rollback":
             return TransactionResolution.ROLLBACK
         return TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED
 
@@ -114,7 +117,8 @@ def produce(c: dict[str, Any]) -> None:
     producers = []
     try:
         for _ in range(threads):
-            checker = Checker(c.get("check", "commit")) if mode == "transaction" else None
+            by_body = {m["body_b64"]: m["check"] for m in c["messages"] if "check" in m}
+            checker = Checker(c.get("check", "commit"), by_body) if mode == "transaction" else None
             p = Producer(configuration(c), (c["topic"],), checker, tls_enable=bool(c.get("tls")))
             p.startup()
             producers.append(p)
@@ -200,7 +204,7 @@ def simple(c: dict[str, Any]) -> None:
                 if ack.startswith("change:") and m.delivery_attempt == 1:
                     consumer.change_invisible_duration(m, int(float(ack[7:])))
                     emit("changed", msgId=m.message_id)
-                elif ack == "all" or ack.startswith("change:") or (
+                elif (got % 2 == 1) if ack == "half" else ack == "all" or ack.startswith("change:") or (
                         ack.startswith("after:") and m.delivery_attempt >= int(ack[6:])):
                     consumer.ack(m)
                     emit("ack", msgId=m.message_id)
