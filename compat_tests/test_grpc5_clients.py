@@ -43,18 +43,18 @@ def apache_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheTa
         t.stop()
 
 
-@pytest.fixture(params=["rmqd", "apache"])
-def target(request: pytest.FixtureRequest) -> Any:
-    return request.getfixturevalue(f"{request.param}_target")
-
-
 @pytest.fixture(params=list(CLIENTS))
 def gclient(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+@pytest.fixture
+def brokers(rmqd_target: RmqdTarget, apache_target: ApacheTarget) -> tuple[RmqdTarget, ApacheTarget]:
+    return rmqd_target, apache_target
+
+
 def run_case(case: str, gclient: str, target: Any, tmp_path: Path, body: Callable[[GrpcSession], None]) -> None:
-    """Skip a client without the API (or not installed), record the outcome, clean up."""
+    """One broker: skip a client without the API (or not installed), record the outcome, clean up."""
     with results.recording(case, gclient, target.kind):
         api = CLIENTS[gclient].has_api(case)
         if api is not True:
@@ -67,6 +67,38 @@ def run_case(case: str, gclient: str, target: Any, tmp_path: Path, body: Callabl
             body(s)
         finally:
             s.close()
+
+
+def both(case: str, gclient: str, brokers: tuple[Any, ...], tmp_path: Path,
+         body: Callable[[GrpcSession], None]) -> None:
+    """The case on rmqd and on Apache RocketMQ 5.3.3 at once (two threads); it passes when it
+    passes on both, and fails when it fails on either, naming the broker, and when the two
+    outcomes differ without a listed reason."""
+    import threading
+
+    outcomes: dict[str, BaseException | None] = {}
+
+    def one(target: Any) -> None:
+        workdir = tmp_path / target.kind
+        workdir.mkdir()
+        try:
+            run_case(case, gclient, target, workdir, body)
+            outcomes[target.kind] = None
+        except BaseException as exc:  # noqa: BLE001 - reported below with the broker's name
+            outcomes[target.kind] = exc
+
+    threads = [threading.Thread(target=one, args=(t,)) for t in brokers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(400)
+    skips = [e for e in outcomes.values() if isinstance(e, pytest.skip.Exception)]
+    if len(skips) == len(brokers):
+        raise skips[0]
+    failed = {k: e for k, e in outcomes.items() if e is not None}
+    if failed:
+        lines = [f"{k}: {type(e).__name__}: {str(e)[:1500]}" for k, e in failed.items()]
+        pytest.fail(f"{case} / {gclient} failed on {', '.join(failed)}\n" + "\n".join(lines), pytrace=False)
 
 
 def _consume_ready(d: Any, timeout: float = 60) -> None:
@@ -84,7 +116,7 @@ def _sent_ok(d: Any, n: int) -> list[dict]:
 # -- sending and receiving ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_send_and_receive(gclient: str, target: Any, tmp_path: Path, mode: str) -> None:
+def test_send_and_receive(gclient: str, brokers: Any, tmp_path: Path, mode: str) -> None:
     """send normal sync / async; SimpleConsumer receive + ack; keys, tags, properties, ids, bodies."""
     def body(s: GrpcSession) -> None:
         t = s.topics(t="NORMAL")["t"]
@@ -105,10 +137,10 @@ def test_send_and_receive(gclient: str, target: Any, tmp_path: Path, mode: str) 
             assert m["deliveryAttempt"] == 1
         assert {m["msgId"] for m in got} == {e["msgId"] for e in sent}
         assert len(consumer.of("ack")) == 5 and not consumer.of("ack_error")
-    run_case(f"send {mode} + receive/ack", gclient, target, tmp_path, body)
+    both(f"send {mode} + receive/ack", gclient, brokers, tmp_path, body)
 
 
-def test_large_bodies(gclient: str, target: Any, tmp_path: Path) -> None:
+def test_large_bodies(gclient: str, brokers: Any, tmp_path: Path) -> None:
     def body(s: GrpcSession) -> None:
         t = s.topics(t="NORMAL")["t"]
         consumer = s.simple(t, s.name("g"), expect=3, invisible_s=30, max_count=1)
@@ -118,10 +150,10 @@ def test_large_bodies(gclient: str, target: Any, tmp_path: Path) -> None:
         _sent_ok(s.produce(t, specs, timeout=120), 3)
         wait_done(consumer, 90)
         assert sorted(len(body_of(m)) for m in consumer.messages()) == sizes, consumer.diagnostics()
-    run_case("bodies up to 4 MiB", gclient, target, tmp_path, body)
+    both("bodies up to 4 MiB", gclient, brokers, tmp_path, body)
 
 
-def test_fifo_order_per_group(gclient: str, target: Any, tmp_path: Path) -> None:
+def test_fifo_order_per_group(gclient: str, brokers: Any, tmp_path: Path) -> None:
     """Two producers at once, each with its own message groups; the orderly group gets every
     group in send order (the next of a group only after the previous is acknowledged)."""
     def body(s: GrpcSession) -> None:
@@ -138,10 +170,10 @@ def test_fifo_order_per_group(gclient: str, target: Any, tmp_path: Path) -> None
         for g in range(4):
             seq = [int(x.split("-")[1]) for x in got if x.startswith(f"{g}-")]
             assert seq == list(range(6)), (g, got)
-    run_case("FIFO order per message group, 2 producers", gclient, target, tmp_path, body)
+    both("FIFO order per message group, 2 producers", gclient, brokers, tmp_path, body)
 
 
-def test_delay(gclient: str, target: Any, tmp_path: Path) -> None:
+def test_delay(gclient: str, brokers: Any, tmp_path: Path) -> None:
     def body(s: GrpcSession) -> None:
         t = s.topics(t="DELAY")["t"]
         consumer = s.simple(t, s.name("g"), expect=2, invisible_s=15)
@@ -154,10 +186,10 @@ def test_delay(gclient: str, target: Any, tmp_path: Path) -> None:
         # the timers' precision is a second (timerPrecisionMs): never more than that early
         assert got[b"d3"] >= start + 3 - 1.2 and got[b"d6"] >= start + 6 - 1.2, (start, got)
         assert all("deliveryTimestamp" in m for m in consumer.messages())
-    run_case("delay by delivery timestamp", gclient, target, tmp_path, body)
+    both("delay by delivery timestamp", gclient, brokers, tmp_path, body)
 
 
-def test_transactions(gclient: str, target: Any, tmp_path: Path) -> None:
+def test_transactions(gclient: str, brokers: Any, tmp_path: Path) -> None:
     """commit, rollback, unknown then committed by the check-back."""
     def body(s: GrpcSession) -> None:
         t = s.topics(t="TRANSACTION")["t"]
@@ -170,12 +202,12 @@ def test_transactions(gclient: str, target: Any, tmp_path: Path) -> None:
         assert b"unknown" in {body_of(c) for c in p.of("check")}, p.diagnostics()
         wait_done(consumer, 60)
         assert sorted(body_of(m) for m in consumer.messages()) == [b"commit", b"unknown"], consumer.diagnostics()
-    run_case("transaction commit / rollback / unknown then check", gclient, target, tmp_path, body)
+    both("transaction commit / rollback / unknown then check", gclient, brokers, tmp_path, body)
 
 
 # -- consumption semantics -----------------------------------------------------------------------
 
-def test_redelivery_after_invisible_time(gclient: str, target: Any, tmp_path: Path) -> None:
+def test_redelivery_after_invisible_time(gclient: str, brokers: Any, tmp_path: Path) -> None:
     """Not acknowledged: back after the invisible time (10 s, the proxy's minimum), not before."""
     def body(s: GrpcSession) -> None:
         t = s.topics(t="NORMAL")["t"]
@@ -187,10 +219,10 @@ def test_redelivery_after_invisible_time(gclient: str, target: Any, tmp_path: Pa
         assert [m["deliveryAttempt"] for m in got] == [1, 2], consumer.diagnostics()
         gap = got[1]["t"] - got[0]["t"]
         assert 9.0 <= gap <= 25, gap
-    run_case("no ack: redelivered after the invisible time", gclient, target, tmp_path, body)
+    both("no ack: redelivered after the invisible time", gclient, brokers, tmp_path, body)
 
 
-def test_change_invisible_duration(gclient: str, target: Any, tmp_path: Path) -> None:
+def test_change_invisible_duration(gclient: str, brokers: Any, tmp_path: Path) -> None:
     def body(s: GrpcSession) -> None:
         t = s.topics(t="NORMAL")["t"]
         consumer = s.simple(t, s.name("g"), expect=2, invisible_s=30, ack="change:3", max_count=1)
@@ -201,10 +233,10 @@ def test_change_invisible_duration(gclient: str, target: Any, tmp_path: Path) ->
         assert [m["deliveryAttempt"] for m in got] == [1, 2] and consumer.of("changed"), consumer.diagnostics()
         gap = got[1]["t"] - got[0]["t"]
         assert 2.0 <= gap <= 20, gap  # well before the 30 s it was first received with
-    run_case("changeInvisibleDuration", gclient, target, tmp_path, body)
+    both("changeInvisibleDuration", gclient, brokers, tmp_path, body)
 
 
-def test_push_retries_then_dlq(gclient: str, target: Any, tmp_path: Path) -> None:
+def test_push_retries_then_dlq(gclient: str, brokers: Any, tmp_path: Path) -> None:
     """A PushConsumer failing every time: retried with the group's backoff (1 s, 5 s), then the
     message is in %DLQ%<group> after retryMaxTimes + 1 deliveries."""
     def body(s: GrpcSession) -> None:
@@ -225,14 +257,14 @@ def test_push_retries_then_dlq(gclient: str, target: Any, tmp_path: Path) -> Non
         assert message_count(s.target, f"%DLQ%{group}") == 1
         time.sleep(3)
         assert len(consumer.messages()) == 3, consumer.diagnostics()
-    run_case("PushConsumer failures: backoff retries, then DLQ", gclient, target, tmp_path, body)
+    both("PushConsumer failures: backoff retries, then DLQ", gclient, brokers, tmp_path, body)
 
 
 @pytest.mark.parametrize("kind,expression,want", [
     ("TAG", "A||B", [b"a", b"b"]),
     ("SQL92", "n > 5 AND color = 'red'", [b"n9red"]),
 ])
-def test_filters(gclient: str, target: Any, tmp_path: Path, kind: str, expression: str, want: list[bytes]) -> None:
+def test_filters(gclient: str, brokers: Any, tmp_path: Path, kind: str, expression: str, want: list[bytes]) -> None:
     def body(s: GrpcSession) -> None:
         t = s.topics(t="NORMAL")["t"]
         consumer = s.simple(t, s.name("g"), expect=len(want), min_s=6, expression_type=kind, expression=expression)
@@ -244,12 +276,12 @@ def test_filters(gclient: str, target: Any, tmp_path: Path, kind: str, expressio
         _sent_ok(s.produce(t, specs), len(specs))
         wait_done(consumer, 60)
         assert sorted(body_of(m) for m in consumer.messages()) == sorted(want), consumer.diagnostics()
-    run_case(f"{kind} filter {expression}", gclient, target, tmp_path, body)
+    both(f"{kind} filter {expression}", gclient, brokers, tmp_path, body)
 
 
 # -- errors ---------------------------------------------------------------------------------------
 
-def test_unknown_topic_and_type_mismatch(gclient: str, target: Any, tmp_path: Path) -> None:
+def test_unknown_topic_and_type_mismatch(gclient: str, brokers: Any, tmp_path: Path) -> None:
     def body(s: GrpcSession) -> None:
         t = s.topics(f="FIFO")["f"]
         unknown = s.produce(s.name("nosuch"), [spec(b"x")])
@@ -257,10 +289,10 @@ def test_unknown_topic_and_type_mismatch(gclient: str, target: Any, tmp_path: Pa
         assert errors, unknown.diagnostics()
         mismatch = s.produce(t, [spec(b"plain")])  # a NORMAL message to a FIFO topic
         assert mismatch.of("send_error") and not mismatch.of("sent"), mismatch.diagnostics()
-    run_case("errors: unknown topic, message type mismatch", gclient, target, tmp_path, body)
+    both("errors: unknown topic, message type mismatch", gclient, brokers, tmp_path, body)
 
 
-def test_tls(gclient: str, target: Any, tmp_path: Path) -> None:
+def test_tls(gclient: str, brokers: Any, tmp_path: Path) -> None:
     def body(s: GrpcSession) -> None:
         t = s.topics(t="NORMAL")["t"]
         consumer = s.simple(t, s.name("g"), expect=1, tls=True)
@@ -268,12 +300,12 @@ def test_tls(gclient: str, target: Any, tmp_path: Path) -> None:
         _sent_ok(s.produce(t, [spec(b"over tls")], tls=True), 1)
         wait_done(consumer, 60)
         assert [body_of(m) for m in consumer.messages()] == [b"over tls"], consumer.diagnostics()
-    run_case("TLS (and plaintext in every other case)", gclient, target, tmp_path, body)
+    both("TLS (and plaintext in every other case)", gclient, brokers, tmp_path, body)
 
 
 # -- across protocols ---------------------------------------------------------------------------------
 
-def test_remoting_producer_to_grpc_consumer(gclient: str, target: Any, tmp_path: Path) -> None:
+def test_remoting_producer_to_grpc_consumer(gclient: str, brokers: Any, tmp_path: Path) -> None:
     """A 4.9.8 Remoting producer and a 5.x gRPC consumer on one topic."""
     def body(s: GrpcSession) -> None:
         if harness.client_problem("java"):
@@ -281,20 +313,20 @@ def test_remoting_producer_to_grpc_consumer(gclient: str, target: Any, tmp_path:
         t = s.topics(t="NORMAL")["t"]
         consumer = s.simple(t, s.name("g"), expect=3)
         _consume_ready(consumer)
-        case = {"role": "produce", "namesrv": target.namesrv, "topic": t, "group": s.name("pg"), "mode": "sync",
+        case = {"role": "produce", "namesrv": s.target.namesrv, "topic": t, "group": s.name("pg"), "mode": "sync",
                 "messages": [harness.msg_spec(f"r{i}".encode(), tags="R", keys=f"k{i}", props={"p": str(i)})
                              for i in range(3)]}
-        p = harness.run_driver("java", case, tmp_path, "remoting-produce", 90)
+        p = harness.run_driver("java", case, s.workdir, "remoting-produce", 90)
         assert len(p.of("sent")) == 3, p.diagnostics()
         wait_done(consumer, 60)
         got = sorted(consumer.messages(), key=lambda m: body_of(m))
         assert [body_of(m) for m in got] == [b"r0", b"r1", b"r2"], consumer.diagnostics()
         assert all(m["tag"] == "R" and m["props"].get("p") == body_of(m)[1:].decode() for m in got)
         assert [m["keys"] for m in got] == [["k0"], ["k1"], ["k2"]]
-    run_case("4.9.8 Remoting producer -> 5.x gRPC consumer", gclient, target, tmp_path, body)
+    both("4.9.8 Remoting producer -> 5.x gRPC consumer", gclient, brokers, tmp_path, body)
 
 
-def test_grpc_producer_to_remoting_consumer(gclient: str, target: Any, tmp_path: Path) -> None:
+def test_grpc_producer_to_remoting_consumer(gclient: str, brokers: Any, tmp_path: Path) -> None:
     """A 5.x gRPC producer and a 4.9.8 Remoting push consumer on one topic."""
     def body(s: GrpcSession) -> None:
         if harness.client_problem("java"):
@@ -302,9 +334,9 @@ def test_grpc_producer_to_remoting_consumer(gclient: str, target: Any, tmp_path:
         t = s.topics(t="NORMAL")["t"]
         _sent_ok(s.produce(t, [spec(f"g{i}".encode(), tag="G", keys=[f"k{i}"], props={"p": str(i)})
                                for i in range(3)]), 3)
-        case = {"role": "push", "namesrv": target.namesrv, "topic": t, "group": s.name("rg"), "model": "clustering",
+        case = {"role": "push", "namesrv": s.target.namesrv, "topic": t, "group": s.name("rg"), "model": "clustering",
                 "expression": "*", "deadline_s": 90, "consume_from": "CONSUME_FROM_FIRST_OFFSET"}
-        d = harness.DriverProc("java", case, tmp_path, "remoting-push").start()
+        d = harness.DriverProc("java", case, s.workdir, "remoting-push").start()
         try:
             got = d.wait_messages(3, 60)
         finally:
@@ -314,7 +346,7 @@ def test_grpc_producer_to_remoting_consumer(gclient: str, target: Any, tmp_path:
         assert all(m.get("tags") == "G" for m in got), got
         assert all(m["properties"].get("p") == harness.body_of(m)[1:].decode() for m in got), got
         assert [m["keys"] for m in got] == ["k0", "k1", "k2"] and all(m["uniqKey"] for m in got), got
-    run_case("5.x gRPC producer -> 4.9.8 Remoting consumer", gclient, target, tmp_path, body)
+    both("5.x gRPC producer -> 4.9.8 Remoting consumer", gclient, brokers, tmp_path, body)
 
 
 def test_zz_rmqd_and_apache_agree() -> None:

@@ -100,7 +100,7 @@ def test_restart_while_messages_are_held(gclient: str, tmp_path: Path, kill: boo
             second = s.simple(t, group, expect=5, min_s=20, invisible_s=30)
             wait_done(second, 90)
             again = second.messages()
-            assert sorted(m["msgId"] for m in again) == sorted(m["msgId"] for m in held if m["msgId"] not in acked), \\
+            assert sorted(m["msgId"] for m in again) == sorted(m["msgId"] for m in held if m["msgId"] not in acked), \
                 second.diagnostics()
             assert all(m["t"] >= received_at + 9 for m in again), (received_at, [m["t"] for m in again])
             assert all(m["deliveryAttempt"] == 2 for m in again), again
