@@ -242,16 +242,25 @@ class ConsumerActivity:
             raise ProxyError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from None
         service.topic_config(topic)  # TOPIC_NOT_FOUND, as the proxy's route lookup
         pop = self._pop_service()
+        result = None
         try:
-            result = await pop.pop(
-                group=group, topic=topic, invisible_time_ms=invisible,
-                max_count=min(max(int(request.batch_size), 1), MAX_MSG_NUMS_FOR_POP_REQUEST),
-                queue_id=-1, poll_time_ms=polling, expression_type=expression_type,
-                expression=expression.expression or "*", fifo=fifo,
-                attempt_id=request.attempt_id if request.HasField("attempt_id") else None,
-                client=ctx.remote_addr, max_attempts=max_attempts)
+            async with trio.open_nursery() as nursery:
+                async def end_on_stop() -> None:  # a stopping broker answers held receives at once
+                    await service.stopping.wait()
+                    nursery.cancel_scope.cancel()
+                nursery.start_soon(end_on_stop)
+                result = await pop.pop(
+                    group=group, topic=topic, invisible_time_ms=invisible,
+                    max_count=min(max(int(request.batch_size), 1), MAX_MSG_NUMS_FOR_POP_REQUEST),
+                    queue_id=-1, poll_time_ms=polling, expression_type=expression_type,
+                    expression=expression.expression or "*", fifo=fifo,
+                    attempt_id=request.attempt_id if request.HasField("attempt_id") else None,
+                    client=ctx.remote_addr, max_attempts=max_attempts)
+                nursery.cancel_scope.cancel()
         except PopError as exc:  # LocalMessageService: any other broker answer is INTERNAL_SERVER_ERROR
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, exc.remark) from None
+        if result is None:
+            raise ProxyError(Code.MESSAGE_NOT_FOUND, "no new message")
         if result.status is PopStatus.POLLING_FULL:
             raise ProxyError(Code.TOO_MANY_REQUESTS, "polling full")
         if result.status is not PopStatus.FOUND:
