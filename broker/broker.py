@@ -45,11 +45,14 @@ from rmqd.processors.common import (
 )
 from rmqd.processors.consumer import ConsumerManageProcessor
 from rmqd.processors.consumer_filter import ConsumerFilterManager, check_expression
+from rmqd.processors.assignment import AssignmentProcessor
 from rmqd.processors.grpc_service import MessagingService
 from rmqd.processors.lock import LockProcessor, RebalanceLockManager
+from rmqd.processors.pop import PopService
+from rmqd.processors.pop_remoting import PopRemotingProcessor
 from rmqd.processors.pull import PullMessageProcessor, PullRequestHoldService
 from rmqd.processors.query import QueryMessageProcessor
-from rmqd.processors.retry import ConsumerSendMsgBackProcessor
+from rmqd.processors.retry import ConsumerSendMsgBackProcessor, send_message_back
 from rmqd.processors.send import SendMessageProcessor
 from rmqd.processors.transaction import (
     EndTransactionProcessor, TransactionalMessageCheckService, TransactionalMessageService,
@@ -59,6 +62,7 @@ from rmqd.store.config_files import config_refusal
 from rmqd.store.consumer_offset import ConsumerOffsetManager
 from rmqd.store.delay_offset import DelayOffsetManager
 from rmqd.store.errors import StoreConfigError
+from rmqd.store.message_request_mode import MessageRequestModeManager
 from rmqd.store.message_store import DefaultMessageStore
 from rmqd.store.schedule import ScheduleMessageService, TimerProgress
 from rmqd.store.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
@@ -172,12 +176,17 @@ class BrokerRole:
             create_topic=self.create_topic_in_send_message_back_method,
             file_reserved_time_hours=int(settings.store.fileReservedTime))
         self.transaction_check_service = TransactionalMessageCheckService(self, self.transaction_service)
+        # RocketMQ 5.x POP consumption and the broker-side queue assignment (docs/pop.md)
+        self.pop_service = PopService(self)
+        self.message_request_mode_manager = MessageRequestModeManager(root)
         send_processor = SendMessageProcessor(self)
         end_transaction_processor = EndTransactionProcessor(self, self.transaction_service)
         self.processors = [send_processor, PullMessageProcessor(self), ConsumerManageProcessor(self),
                            ClientManageProcessor(self), AdminBrokerProcessor(self),
                            LockProcessor(self.rebalance_lock_manager), QueryMessageProcessor(self),
-                           ConsumerSendMsgBackProcessor(self), end_transaction_processor]
+                           ConsumerSendMsgBackProcessor(self), end_transaction_processor,
+                           PopRemotingProcessor(self.pop_service),
+                           AssignmentProcessor(self, self.message_request_mode_manager)]
         for processor in self.processors:
             self.server.register_many(processor.handlers())
             inline = getattr(processor, "inline_handlers", None)
@@ -202,7 +211,7 @@ class BrokerRole:
         self.grpc_service = MessagingService(self, send=send_processor.send_message,
                                              end_transaction=end_transaction_processor.end_transaction,
                                              grpc_port=lambda: self.bound.get("grpc", ("", 0))[1],
-                                             pop=lambda: getattr(self, "pop_service", None))
+                                             pop=lambda: self.pop_service)
         self.grpc_server: GrpcServer | None = None
         if settings.proxy.grpcServerPort >= 0:
             self.grpc_server = GrpcServer(
@@ -233,7 +242,8 @@ class BrokerRole:
     async def run(self, *, task_status: trio.TaskStatus[dict[str, tuple[str, int]]] = trio.TASK_STATUS_IGNORED) -> None:
         s = self.settings
         Path(s.store.storePathRootDir).mkdir(parents=True, exist_ok=True)
-        for manager in (self.topic_config_manager, self.consumer_offset_manager, self.subscription_group_manager):
+        for manager in (self.topic_config_manager, self.consumer_offset_manager, self.subscription_group_manager,
+                        self.pop_service.order_info, self.message_request_mode_manager):
             if not manager.load():
                 raise StoreConfigError(config_refusal(manager.load_error, s.store.storePathRootDir))
         # dispatch runs on this event loop, not in the store's thread (broker/dispatch_loop.py)
@@ -252,6 +262,7 @@ class BrokerRole:
                     self._token = trio.lowlevel.current_trio_token()
                     await nursery.start(self.loop_dispatch.run)
                     await nursery.start(self.pull_hold_service.run)
+                    await nursery.start(self.pop_service.run)
                     self.store.add_arrival_listener(self.pull_hold_service.arrival_listener)
                     await nursery.start(self.notifier.run)
                     if self.message_store_config.brokerRole != "SLAVE":
@@ -276,6 +287,7 @@ class BrokerRole:
                     task_status.started(self.bound)
                     await self._stop.wait()
                     self.pull_hold_service.wake_all()
+                    self.pop_service.polling.wake_all()
                     await self.grpc_service.stop()
                     if "grpc" in self.bound and self.grpc_server is not None:
                         await self.grpc_server.stop()
@@ -316,9 +328,12 @@ class BrokerRole:
                 self._store_started = False
                 raise StoreConfigError(config_refusal("; ".join(errors), self.message_store_config.storePathRootDir))
             self.schedule_service.start()
+        if self.message_store_config.brokerRole != "SLAVE":
+            self.pop_service.start()
 
     def _shutdown_store(self) -> None:
-        for manager in (self.consumer_offset_manager, self.topic_config_manager, self.subscription_group_manager):
+        for manager in (self.consumer_offset_manager, self.topic_config_manager, self.subscription_group_manager,
+                        self.pop_service.order_info, self.message_request_mode_manager):
             try:
                 manager.persist()
             except Exception:  # noqa: BLE001 - keep shutting down; the store matters most
@@ -460,6 +475,26 @@ class BrokerRole:
             topic=topic, queue_id=queue_id, body=body, properties=ordered, sys_flag=sys_flag,
             born_timestamp=born_timestamp, born_host=_ip_bytes(host or "127.0.0.1"), born_port=port,
             store_host=self.store_host, store_port=self.store_port, reconsume_times=reconsume_times)
+
+    async def send_message_back(self, *, group: str, commit_log_offset: int, delay_level: int,
+                                max_reconsume_times: int | None) -> tuple[int, str | None]:
+        """CONSUMER_SEND_MSG_BACK's work for POP's forward-to-DLQ (processors/retry.py)."""
+        return await send_message_back(self, group=group, commit_log_offset=commit_log_offset,
+                                       delay_level=delay_level, max_reconsume_times=max_reconsume_times)
+
+    async def topic_route_queues(self, topic: str) -> list[tuple[str, int]] | None:
+        """(brokerName, queueId) of the topic's readable queues in the cluster, from the name
+        server's route (QUERY_ASSIGNMENT); this broker's own queues when it cannot be asked."""
+        outer = self._outer
+        if outer is not None and outer.namesrv_addrs:
+            route = await outer.get_topic_route(topic)
+            if route is not None:
+                return [(qd.brokerName, q) for qd in route.queueDatas if qd.perm & PERM_READ
+                        for q in range(qd.readQueueNums)]
+        tc = self.topic_config_manager.select_topic_config(topic)
+        if tc is None:
+            return None
+        return [(self.broker_config.brokerName, q) for q in range(tc.readQueueNums)]
 
     async def prepare_transaction_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         return self.put_half_message(msg)

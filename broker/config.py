@@ -126,6 +126,15 @@ class BrokerConfig:
     configBlackList: str = "configBlackList;brokerConfigPath"
     # rmqd: UPDATE_BROKER_CONFIG is refused unless this is true (CVE-2023-33246/37582)
     enableUpdateConfig: bool = False
+    # RocketMQ 5.x POP consumption (BrokerConfig 5.3.3 names and defaults; docs/pop.md)
+    reviveQueueNum: int = 8
+    reviveInterval: int = 1000
+    enableRetryTopicV2: bool = False
+    retrieveMessageFromPopRetryTopicV1: bool = True
+    popFromRetryProbability: int = 20
+    popPollingSize: int = 1024
+    initPopOffsetByCheckMsgInMem: bool = True
+    popResponseReturnActualRetryTopic: bool = False
 
     def register_period_ms(self) -> int:
         """BrokerController clamps registerNameServerPeriod to 10..60 s."""

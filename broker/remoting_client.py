@@ -16,7 +16,8 @@ import trio
 
 from rmqd.broker.server import (Channel, Dispatcher, RemotingConnectError, RemotingError, RemotingSendRequestError,
                            RemotingTimeoutError)
-from rmqd.wire.bodies import KVTable, RegisterBrokerBody, RegisterBrokerResult, TopicConfigSerializeWrapper
+from rmqd.wire.bodies import KVTable, RegisterBrokerBody, RegisterBrokerResult, TopicConfigSerializeWrapper, TopicRouteData
+from rmqd.wire.errors import WireError
 from rmqd.wire.codes import RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_request
 
@@ -191,3 +192,21 @@ class BrokerOuterAPI:
         async with trio.open_nursery() as nursery:
             for addr in self.namesrv_addrs:
                 nursery.start_soon(one, addr)
+
+    async def get_topic_route(self, topic: str) -> TopicRouteData | None:
+        """GET_ROUTEINFO_BY_TOPIC from the first name server that answers (TopicRouteInfoManager's
+        lookup for QUERY_ASSIGNMENT); None when none knows the topic or none answers."""
+        for addr in self.namesrv_addrs:
+            try:
+                response = await self.client.invoke(
+                    addr, make_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), self.timeout)
+            except (RemotingError, OSError) as exc:
+                log.warning("route of %s from name server %s failed: %s", topic, addr, exc)
+                continue
+            if response.code == ResponseCode.SUCCESS and response.body:
+                try:
+                    return TopicRouteData.decode(response.body)
+                except WireError as exc:
+                    log.warning("route of %s from name server %s does not decode: %s", topic, addr, exc)
+        return None
+

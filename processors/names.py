@@ -132,12 +132,38 @@ def check_client_config(request: RemotingCommand) -> str | None:
     return _first([group_remark(body.group), None if sub is None else topic_remark(sub.topic)])
 
 
+def _json_body(request: RemotingCommand) -> dict[str, Any]:
+    from rmqd.wire import fastjson
+    from rmqd.wire.errors import WireError
+    try:
+        obj = fastjson.loads(bytes(request.body or b"{}").decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise WireError(f"request body is not JSON: {exc}") from None
+    return obj if isinstance(obj, dict) else {}
+
+
+def check_batch_ack(request: RemotingCommand) -> str | None:
+    """BATCH_ACK_MESSAGE (5.x): each BatchAck's group and topic (``c``/``t``)."""
+    from rmqd.wire.pop import decode_batch_ack_body
+    _broker, acks = decode_batch_ack_body(request.body)
+    return _first([r for a in acks for r in (group_remark(a.consumer_group), topic_remark(a.topic))])
+
+
+def check_assignment_body(request: RemotingCommand) -> str | None:
+    """QUERY_ASSIGNMENT / SET_MESSAGE_REQUEST_MODE (5.x): the body's topic and consumerGroup."""
+    body = _json_body(request)
+    return _first([topic_remark(str(body.get("topic") or "")), group_remark(str(body.get("consumerGroup") or ""))])
+
+
 NAME_CHECKS: dict[int, NameCheck] = {
     **_header_checks(),
     RequestCode.HEART_BEAT: check_heartbeat,
     RequestCode.LOCK_BATCH_MQ: check_lock_batch,
     RequestCode.UNLOCK_BATCH_MQ: check_lock_batch,
     RequestCode.CHECK_CLIENT_CONFIG: check_client_config,
+    RequestCode.BATCH_ACK_MESSAGE: check_batch_ack,
+    RequestCode.QUERY_ASSIGNMENT: check_assignment_body,
+    RequestCode.SET_MESSAGE_REQUEST_MODE: check_assignment_body,
 }
 
 

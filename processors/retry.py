@@ -33,7 +33,7 @@ from rmqd.wire.message import MessageConst, encode_properties
 
 log = logging.getLogger("rmqd.retry")
 
-__all__ = ["ConsumerSendMsgBackProcessor", "build_send_back_message", "DLQ_NUMS_PER_GROUP"]
+__all__ = ["ConsumerSendMsgBackProcessor", "build_send_back_message", "send_message_back", "DLQ_NUMS_PER_GROUP"]
 
 DLQ_NUMS_PER_GROUP = 1
 V3_4_9 = MQVersion.V3_4_9.value
@@ -69,58 +69,64 @@ class ConsumerSendMsgBackProcessor:
         return guard_names({RequestCode.CONSUMER_SEND_MSG_BACK: self.consumer_send_msg_back})
 
     async def consumer_send_msg_back(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
-        b = self.broker
         h = ConsumerSendMsgBackRequestHeader.from_ext(request.ext_fields)
-        group = h.group
-        group_config = b.subscription_group_manager.find_subscription_group_config(group)
-        if group_config is None:
-            return make_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                 f"subscription group not exist, {group} {suggest_todo()}")
-        if not perm_writeable(b.broker_config.brokerPermission):
-            return make_response(request, ResponseCode.NO_PERMISSION,
-                                 f"the broker[{b.broker_config.brokerIP1}] sending message is forbidden")
-        retry_queue_nums = int(group_config.retryQueueNums)
-        if retry_queue_nums <= 0:
-            return make_response(request, ResponseCode.SUCCESS)
-
-        new_topic = retry_topic(group)
-        queue_id = random.randrange(99999999) % retry_queue_nums
-        topic_sys_flag = build_topic_sys_flag(False, True) if h.unitMode else 0
-        tc = b.create_topic_in_send_message_back_method(new_topic, retry_queue_nums, PERM_WRITE | PERM_READ,
-                                                        topic_sys_flag)
-        if tc is None:
-            return make_response(request, ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist")
-        if not perm_writeable(tc.perm):
-            return make_response(request, ResponseCode.NO_PERMISSION,
-                                 f"the topic[{new_topic}] sending message is forbidden")
-        rec = b.store.look_message_by_offset(int(h.offset))
-        if rec is None:
-            return make_response(request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
-
-        delay_level = int(h.delayLevel)
-        max_reconsume_times = int(group_config.retryMaxTimes)
+        max_reconsume_times = None
         if request.version >= V3_4_9 and h.maxReconsumeTimes is not None:
             max_reconsume_times = int(h.maxReconsumeTimes)
-        if rec.reconsume_times >= max_reconsume_times or delay_level < 0:
-            new_topic = dlq_topic(group)
-            queue_id = random.randrange(99999999) % DLQ_NUMS_PER_GROUP
-            tc = b.create_topic_in_send_message_back_method(new_topic, DLQ_NUMS_PER_GROUP,
-                                                            PERM_WRITE | PERM_READ, 0)
-            if tc is None:
-                return make_response(request, ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist")
-            delay_level = 0
-        elif delay_level == 0:
-            delay_level = 3 + rec.reconsume_times
+        code, remark = await send_message_back(self.broker, group=h.group, commit_log_offset=int(h.offset),
+                                               delay_level=int(h.delayLevel), max_reconsume_times=max_reconsume_times,
+                                               unit_mode=bool(h.unitMode))
+        return make_response(request, code, remark)
 
-        msg = build_send_back_message(rec, new_topic, queue_id, delay_level)
-        result = b.store.put_message(msg)
-        if result is None:
-            return make_response(request, ResponseCode.SYSTEM_ERROR, "putMessageResult is null")
-        status = result.putMessageStatus.name
-        ha = getattr(b, "ha_service", None)  # SYNC_MASTER: the send-back waits for the slave too
-        if status == "PUT_OK" and ha is not None and b.message_store_config.brokerRole == "SYNC_MASTER":
-            a = result.appendMessageResult
-            status = await ha.wait_replicated(a.wroteOffset + a.wroteBytes, int(b.message_store_config.syncFlushTimeout))
-        if status == "PUT_OK":
-            return make_response(request, ResponseCode.SUCCESS)
-        return make_response(request, ResponseCode.SYSTEM_ERROR, status)
+
+async def send_message_back(b: Any, *, group: str, commit_log_offset: int, delay_level: int,
+                            max_reconsume_times: int | None, unit_mode: bool = False) -> tuple[int, str | None]:
+    """The work of CONSUMER_SEND_MSG_BACK: (response code, remark). ``max_reconsume_times`` None
+    means the group's retryMaxTimes; a negative ``delay_level`` sends to the DLQ (the 5.x proxy's
+    ForwardMessageToDeadLetterQueue uses it, through processors/pop.py)."""
+    group_config = b.subscription_group_manager.find_subscription_group_config(group)
+    if group_config is None:
+        return ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group} {suggest_todo()}"
+    if not perm_writeable(b.broker_config.brokerPermission):
+        return ResponseCode.NO_PERMISSION, f"the broker[{b.broker_config.brokerIP1}] sending message is forbidden"
+    retry_queue_nums = int(group_config.retryQueueNums)
+    if retry_queue_nums <= 0:
+        return ResponseCode.SUCCESS, None
+
+    new_topic = retry_topic(group)
+    queue_id = random.randrange(99999999) % retry_queue_nums
+    topic_sys_flag = build_topic_sys_flag(False, True) if unit_mode else 0
+    tc = b.create_topic_in_send_message_back_method(new_topic, retry_queue_nums, PERM_WRITE | PERM_READ,
+                                                    topic_sys_flag)
+    if tc is None:
+        return ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist"
+    if not perm_writeable(tc.perm):
+        return ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden"
+    rec = b.store.look_message_by_offset(commit_log_offset)
+    if rec is None:
+        return ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {commit_log_offset}"
+
+    if max_reconsume_times is None:
+        max_reconsume_times = int(group_config.retryMaxTimes)
+    if rec.reconsume_times >= max_reconsume_times or delay_level < 0:
+        new_topic = dlq_topic(group)
+        queue_id = random.randrange(99999999) % DLQ_NUMS_PER_GROUP
+        tc = b.create_topic_in_send_message_back_method(new_topic, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ, 0)
+        if tc is None:
+            return ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist"
+        delay_level = 0
+    elif delay_level == 0:
+        delay_level = 3 + rec.reconsume_times
+
+    msg = build_send_back_message(rec, new_topic, queue_id, delay_level)
+    result = b.store.put_message(msg)
+    if result is None:
+        return ResponseCode.SYSTEM_ERROR, "putMessageResult is null"
+    status = result.putMessageStatus.name
+    ha = getattr(b, "ha_service", None)  # SYNC_MASTER: the send-back waits for the slave too
+    if status == "PUT_OK" and ha is not None and b.message_store_config.brokerRole == "SYNC_MASTER":
+        a = result.appendMessageResult
+        status = await ha.wait_replicated(a.wroteOffset + a.wroteBytes, int(b.message_store_config.syncFlushTimeout))
+    if status == "PUT_OK":
+        return ResponseCode.SUCCESS, None
+    return ResponseCode.SYSTEM_ERROR, status

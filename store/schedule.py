@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import heapq
 import logging
+import os
+import struct
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -41,7 +43,7 @@ from typing import Any, Protocol
 from rmqd.store.commitlog import SCHEDULE_TOPIC, MessageExtBrokerInner
 from rmqd.store.config_files import ConfigManager, config_path
 from rmqd.store.delay_offset import DelayOffsetManager
-from rmqd.wire.message import MessageConst, MessageRecord, MessageSysFlag, encode_properties
+from rmqd.wire.message import MessageConst, MessageRecord, MessageSysFlag, encode_properties, encode_properties_java
 
 log = logging.getLogger("rmqd.schedule")
 
@@ -133,7 +135,7 @@ def apply_timer(msg: MessageExtBrokerInner, now_ms: int | None = None, *, timer_
         if any(k in props for k in timer_keys):
             for k in timer_keys:
                 props.pop(k, None)
-            msg.properties_string = encode_properties(props)
+            msg.properties_string = encode_properties_java(props)
         return None
     if msg.topic == TIMER_TOPIC or PROPERTY_TIMER_OUT_MS in props:
         return None
@@ -160,19 +162,45 @@ def apply_timer(msg: MessageExtBrokerInner, now_ms: int | None = None, *, timer_
     props[PROPERTY_TIMER_OUT_MS] = str(deliver_ms)
     props[MessageConst.PROPERTY_REAL_TOPIC] = msg.topic
     props[MessageConst.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-    msg.properties_string = encode_properties(props)
+    msg.properties_string = encode_properties_java(props)  # HookUtils: the HashMap re-encoded
     msg.topic = TIMER_TOPIC
     msg.queue_id = 0
     return None
 
 
 class TimerProgress(ConfigManager):
-    """``config/rmqdTimerOffset.json``: ``{"floorOffset": n, "delivered": [offsets >= n]}``."""
+    """``config/rmqdTimerOffset.json``: ``{"floorOffset": n, "delivered": [offsets >= n]}``.
+
+    5.x's own progress file, ``config/timercheck`` (TimerCheckpoint: big-endian longs
+    lastReadTimeMs, lastTimerLogFlushPos, lastTimerQueueOffset, masterTimerQueueOffset and the
+    data version, in a 4 KiB page), is read when rmqd's is missing - a store written by Apache
+    RocketMQ 5.x: what it enqueued below lastTimerQueueOffset is delivered up to lastReadTimeMs,
+    the rest is pending - and written beside rmqd's on every persist, with the undelivered floor
+    as its queue offsets, so a 5.x broker on this store resumes from there (re-delivering what
+    rmqd delivered above the floor: at least once)."""
 
     def __init__(self, store_path_root_dir: Any) -> None:
         super().__init__(config_path(store_path_root_dir, TIMER_PROGRESS_JSON))
         self.floor_offset = 0
         self.delivered: set[int] = set()
+        self.timercheck_path = config_path(store_path_root_dir, TIMER_CHECKPOINT)
+        # from a 5.x timercheck (rmqd's own file missing): (lastReadTimeMs, lastTimerQueueOffset)
+        self.imported: tuple[int, int] | None = None
+        self.read_time_ms = 0  # what the next timercheck says as lastReadTimeMs
+
+    def load(self) -> bool:
+        fresh = not self.path.exists() and not self.path.with_name(self.path.name + ".bak").exists()
+        ok = super().load()
+        if ok and fresh:
+            check = read_timercheck(self.timercheck_path)
+            if check is not None:
+                last_read, _flush_pos, last_queue_offset, master = check[:4]
+                self.imported = (last_read, min(last_queue_offset, master))
+        return ok
+
+    def persist(self) -> None:
+        super().persist()
+        write_timercheck(self.timercheck_path, self.read_time_ms, self.floor_offset)
 
     def encode_obj(self) -> Any:
         return {"delivered": sorted(self.delivered), "floorOffset": self.floor_offset}
@@ -180,6 +208,35 @@ class TimerProgress(ConfigManager):
     def decode_obj(self, obj: Any) -> None:
         self.floor_offset = int(obj.get("floorOffset", 0))
         self.delivered = {int(x) for x in obj.get("delivered") or ()}
+
+
+TIMER_CHECKPOINT = "timercheck"
+_TIMERCHECK = struct.Struct(">7q")
+_OS_PAGE_SIZE = 4096
+
+
+def read_timercheck(path: Any) -> tuple[int, ...] | None:
+    """config/timercheck's seven longs, or None when there is no such file (or it is short)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_TIMERCHECK.size)
+    except OSError:
+        return None
+    if len(data) < 32:
+        return None
+    return _TIMERCHECK.unpack(data.ljust(_TIMERCHECK.size, b"\0"))
+
+
+def write_timercheck(path: Any, last_read_time_ms: int, queue_offset: int) -> None:
+    """TimerCheckpoint.flush's layout: no timer log (flush position 0), lastTimerQueueOffset =
+    masterTimerQueueOffset = ``queue_offset``, data version (0, now, 0); a 4 KiB page like 5.x's."""
+    data = _TIMERCHECK.pack(last_read_time_ms, 0, queue_offset, queue_offset, 0, _now_ms(), 0)
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data.ljust(_OS_PAGE_SIZE, b"\0"))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -379,6 +436,9 @@ class ScheduleMessageService:
                     deliver = int(rec.properties.get(PROPERTY_TIMER_OUT_MS, "0"))
                 except ValueError:
                     deliver = 0
+                imported = self.timer.imported
+                if imported is not None and off < imported[1] and deliver < imported[0]:
+                    continue  # a 5.x broker's timer delivered it already (its timercheck)
                 heapq.heappush(self._timer_heap, (deliver, off, phy, size))
         heap = self._timer_heap
         while heap and heap[0][0] <= now:
@@ -394,11 +454,25 @@ class ScheduleMessageService:
             self._dirty = True
         return heap[0][0] if heap else now + IDLE_WAIT
 
+    def timer_horizon(self, now_ms: int) -> int:
+        """The time up to which every timer message is delivered: ``now_ms``, or the earliest
+        undelivered deliver time when the service is behind (PopReviveService waits for it)."""
+        try:
+            earliest = self._timer_heap[0][0] if self.timer is not None else now_ms
+        except IndexError:  # empty (or emptied by the delivering thread just now)
+            return now_ms
+        return min(now_ms, earliest)
+
+    def timer_floor(self) -> int:
+        """The timer-queue offset below which every timer message has been delivered."""
+        return 0 if self.timer is None else self.timer.floor_offset
+
     def _update_timer_floor(self) -> None:
         assert self.timer is not None
         floor = min((e[1] for e in self._timer_heap), default=self._timer_scan)
         self.timer.floor_offset = floor
         self.timer.delivered = {o for o in self.timer.delivered if o >= floor}
+        self.timer.read_time_ms = self.timer_horizon(self.clock()) // 1000 * 1000
 
     # ---- stats -------------------------------------------------------------------------------
     def running_stats(self) -> dict[str, str]:

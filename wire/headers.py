@@ -203,6 +203,9 @@ _FILTERSRV_HEADERS = frozenset({"RegisterFilterServerRequestHeader", "RegisterFi
 
 
 def _java_class_name(cls: type) -> str:
+    own = cls.__dict__.get("JAVA_CLASS")  # 5.x headers live in another package
+    if own:
+        return own
     if cls is RpcRequestHeader:
         return "org.apache.rocketmq.common.rpc.RpcRequestHeader"
     name = cls.__name__
@@ -571,6 +574,69 @@ class PullMessageResponseHeader(CommandHeader):
     nextBeginOffset: int | None = required(LONG)
     minOffset: int | None = required(LONG)
     maxOffset: int | None = required(LONG)
+
+
+_JAVA5_PACKAGE = "org.apache.rocketmq.remoting.protocol.header"
+
+
+@_header
+class PopMessageRequestHeader(RpcRequestHeader):
+    """5.x POP_MESSAGE (its RpcRequestHeader's ns/nsd/oway/lo are not read)."""
+
+    JAVA_CLASS: ClassVar[str] = f"{_JAVA5_PACKAGE}.PopMessageRequestHeader"
+    consumerGroup: str | None = required(STRING)
+    topic: str | None = required(STRING)
+    queueId: int | None = required(INT)
+    maxMsgNums: int | None = required(INT)
+    invisibleTime: int | None = required(LONG)
+    pollTime: int | None = required(LONG)
+    bornTime: int | None = required(LONG)
+    initMode: int | None = required(INT)
+    expType: str | None = optional(STRING)
+    exp: str | None = optional(STRING)
+    order: bool = optional(BOOL, False)
+    attemptId: str | None = optional(STRING)
+
+
+@_header
+class PopMessageResponseHeader(CommandHeader):
+    JAVA_CLASS: ClassVar[str] = f"{_JAVA5_PACKAGE}.PopMessageResponseHeader"
+    popTime: int | None = required(LONG)
+    invisibleTime: int | None = required(LONG)
+    reviveQid: int | None = required(INT)
+    restNum: int | None = required(LONG)
+    startOffsetInfo: str | None = optional(STRING)
+    msgOffsetInfo: str | None = optional(STRING)
+    orderCountInfo: str | None = optional(STRING)
+
+
+@_header
+class AckMessageRequestHeader(RpcRequestHeader):
+    JAVA_CLASS: ClassVar[str] = f"{_JAVA5_PACKAGE}.AckMessageRequestHeader"
+    consumerGroup: str | None = required(STRING)
+    topic: str | None = required(STRING)
+    queueId: int | None = required(INT)
+    extraInfo: str | None = required(STRING)
+    offset: int | None = required(LONG)
+
+
+@_header
+class ChangeInvisibleTimeRequestHeader(RpcRequestHeader):
+    JAVA_CLASS: ClassVar[str] = f"{_JAVA5_PACKAGE}.ChangeInvisibleTimeRequestHeader"
+    consumerGroup: str | None = required(STRING)
+    topic: str | None = required(STRING)
+    queueId: int | None = required(INT)
+    extraInfo: str | None = required(STRING)
+    offset: int | None = required(LONG)
+    invisibleTime: int | None = required(LONG)
+
+
+@_header
+class ChangeInvisibleTimeResponseHeader(CommandHeader):
+    JAVA_CLASS: ClassVar[str] = f"{_JAVA5_PACKAGE}.ChangeInvisibleTimeResponseHeader"
+    popTime: int | None = required(LONG)
+    invisibleTime: int | None = required(LONG)
+    reviveQid: int | None = required(INT)
 
 
 @_header
@@ -974,6 +1040,10 @@ REQUEST_HEADERS: dict[int, type[CommandHeader]] = {
     RequestCode.REGISTER_FILTER_SERVER: RegisterFilterServerRequestHeader,
     RequestCode.REGISTER_MESSAGE_FILTER_CLASS: RegisterMessageFilterClassRequestHeader,
     RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT: ReplyMessageRequestHeader,
+    # 5.x POP
+    RequestCode.POP_MESSAGE: PopMessageRequestHeader,
+    RequestCode.ACK_MESSAGE: AckMessageRequestHeader,
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: ChangeInvisibleTimeRequestHeader,
     # name server
     RequestCode.PUT_KV_CONFIG: PutKVConfigRequestHeader,
     RequestCode.GET_KV_CONFIG: GetKVConfigRequestHeader,
@@ -1011,6 +1081,8 @@ RESPONSE_HEADERS: dict[int, type[CommandHeader]] = {
     RequestCode.GET_BROKER_CONFIG: GetBrokerConfigResponseHeader,
     RequestCode.GET_BROKER_CLUSTER_ACL_INFO: GetBrokerAclConfigResponseHeader,
     RequestCode.REGISTER_FILTER_SERVER: RegisterFilterServerResponseHeader,
+    RequestCode.POP_MESSAGE: PopMessageResponseHeader,
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: ChangeInvisibleTimeResponseHeader,
 }
 
 
@@ -1058,6 +1130,11 @@ __all__ = [
     "NotifyConsumerIdsChangedRequestHeader",
     "PullMessageRequestHeader",
     "PullMessageResponseHeader",
+    "PopMessageRequestHeader",
+    "PopMessageResponseHeader",
+    "AckMessageRequestHeader",
+    "ChangeInvisibleTimeRequestHeader",
+    "ChangeInvisibleTimeResponseHeader",
     "QueryConsumeQueueRequestHeader",
     "QueryConsumeTimeSpanRequestHeader",
     "QueryConsumerOffsetRequestHeader",

@@ -14,8 +14,13 @@ common/.../KeyBuilder.java, common/.../PopAckConstants.java, common/.../MessageC
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass
+from typing import Any
 
+from rmqd.wire import fastjson
+from rmqd.wire.errors import WireError
 from rmqd.wire.names import RETRY_GROUP_TOPIC_PREFIX
 
 #: MessageConst.PROPERTY_POP_CK: the extra info of a popped message (set by the client, or by
@@ -229,8 +234,111 @@ def parse_offset_info(text: str | None) -> dict[str, str]:
     return out
 
 
+# ---- BATCH_ACK_MESSAGE's body -----------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class BatchAck:
+    """One ``BatchAck`` of a ``BatchAckMessageRequestBody``: the messages ``start_offset + i``
+    (i in ``bits``) of one pop's checkpoint. ``topic`` is the subscribed topic, ``retry`` its
+    kind ("0"/"1"/"2": the messages came from the topic or its POP retry topic)."""
+
+    consumer_group: str
+    topic: str
+    retry: str
+    start_offset: int
+    queue_id: int
+    revive_queue_id: int
+    pop_time: int
+    invisible_time: int
+    bits: tuple[int, ...]
+
+
+_BATCH_ACK_ALT = {"consumerGroup": "c", "topic": "t", "retry": "r", "startOffset": "so", "queueId": "q",
+                  "reviveQueueId": "rq", "popTime": "pt", "invisibleTime": "it", "bitSet": "b"}
+
+
+def bitset_bits(data: bytes) -> tuple[int, ...]:
+    """java.util.BitSet.valueOf(bytes): the set bits, little-endian within and across bytes."""
+    return tuple(i * 8 + j for i, byte in enumerate(data) for j in range(8) if byte >> j & 1)
+
+
+def bitset_bytes(bits: tuple[int, ...] | list[int]) -> bytes:
+    """BitSet.toByteArray."""
+    if not bits:
+        return b""
+    out = bytearray(max(bits) // 8 + 1)
+    for b in bits:
+        out[b // 8] |= 1 << (b % 8)
+    return bytes(out)
+
+
+def _field(obj: dict[str, Any], key: str, kind: type) -> Any:
+    v = obj.get(key)
+    if kind is int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            if isinstance(v, str) and v.lstrip("-").isdigit():
+                return int(v)
+            if v is None:
+                return 0
+            raise WireError(f"BatchAck.{key} is not a number")
+        return v
+    return None if v is None else str(v)
+
+
+def decode_batch_ack_body(body: bytes | memoryview | None) -> tuple[str | None, list[BatchAck]]:
+    """BatchAckMessageRequestBody (fastjson; the bit set as base64 text or a byte array):
+    (brokerName, acks); WireError when it is not that."""
+    if not body:
+        return None, []
+    try:
+        obj = fastjson.loads(bytes(body).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise WireError(f"BatchAckMessageRequestBody is not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise WireError("BatchAckMessageRequestBody is not a JSON object")
+    acks = obj.get("acks") or []
+    if not isinstance(acks, list):
+        raise WireError("BatchAckMessageRequestBody.acks is not a list")
+    out = []
+    for raw in acks:
+        if not isinstance(raw, dict):
+            raise WireError("a BatchAck is not a JSON object")
+        a = {_BATCH_ACK_ALT.get(k, k): v for k, v in raw.items()}
+        b = a.get("b")
+        if b is None:
+            data = b""
+        elif isinstance(b, str):
+            try:
+                data = base64.b64decode(b, validate=True)
+            except (binascii.Error, ValueError):
+                raise WireError("BatchAck.b is not base64") from None
+        elif isinstance(b, list) and all(isinstance(x, int) and -128 <= x <= 255 for x in b):
+            data = bytes(x & 0xFF for x in b)
+        else:
+            raise WireError("BatchAck.b is not a bit set")
+        retry = _field(a, "r", str) or NORMAL_TOPIC
+        out.append(BatchAck(consumer_group=_field(a, "c", str) or "", topic=_field(a, "t", str) or "", retry=retry,
+                            start_offset=_field(a, "so", int), queue_id=_field(a, "q", int),
+                            revive_queue_id=_field(a, "rq", int), pop_time=_field(a, "pt", int),
+                            invisible_time=_field(a, "it", int), bits=bitset_bits(data)))
+    broker_name = obj.get("brokerName")
+    return (None if broker_name is None else str(broker_name)), out
+
+
+def encode_batch_ack_body(broker_name: str | None, acks: list[BatchAck]) -> bytes:
+    """What the 5.x client sends (JSON.toJSONBytes: fields sorted, the bit set as base64)."""
+    items = [{"b": base64.b64encode(bitset_bytes(a.bits)).decode("ascii"), "c": a.consumer_group,
+              "it": a.invisible_time, "pt": a.pop_time, "q": a.queue_id, "r": a.retry, "rq": a.revive_queue_id,
+              "so": a.start_offset, "t": a.topic} for a in acks]
+    obj: dict[str, Any] = {"acks": items}
+    if broker_name is not None:
+        obj["brokerName"] = broker_name
+    return fastjson.dumps(obj).encode("utf-8")
+
+
 __all__ = [
-    "ACK_TAG", "ACK_TIME_INTERVAL_MS", "BATCH_ACK_TAG", "CK_TAG", "CONSUME_INIT_MODE_MAX", "CONSUME_INIT_MODE_MIN",
+    "ACK_TAG", "ACK_TIME_INTERVAL_MS", "BatchAck", "bitset_bits", "bitset_bytes", "decode_batch_ack_body",
+    "encode_batch_ack_body", "BATCH_ACK_TAG", "CK_TAG", "CONSUME_INIT_MODE_MAX", "CONSUME_INIT_MODE_MIN",
     "ExtraInfo", "ExtraInfoError", "KEY_SEPARATOR", "MAX_POP_NUMS", "NORMAL_TOPIC", "POP_ORDER_REVIVE_QUEUE",
     "PROPERTY_FIRST_POP_TIME", "PROPERTY_POP_CK", "PROPERTY_POP_CK_OFFSET", "PROPERTY_TIMER_DELIVER_MS",
     "RETRY_QUEUE_NUM", "RETRY_TOPIC_V1", "RETRY_TOPIC_V2", "REVIVE_GROUP", "REVIVE_TOPIC_PREFIX", "SECOND_MS", "SPLIT",

@@ -86,6 +86,14 @@ def _requests_with(code: int, bad: str, kind: str) -> list[tuple[RemotingCommand
         body = ({"clientId": "c1", "group": bad} if kind == "group" else
                 {"clientId": "c1", "group": "cg_ok", "subscriptionData": {"topic": bad, "expressionType": "SQL92"}})
         out.append(RemotingCommand(code=code, body=json.dumps(body).encode()))
+    elif code == RequestCode.BATCH_ACK_MESSAGE:  # 5.x POP: names in each BatchAck
+        ack = {"c": bad if kind == "group" else "cg_ok", "t": bad if kind == "topic" else "ok_topic", "r": "0",
+               "so": 0, "q": 0, "rq": 0, "pt": 0, "it": 0, "b": "AQ=="}
+        out.append(RemotingCommand(code=code, body=json.dumps({"acks": [ack]}).encode()))
+    elif code in (RequestCode.QUERY_ASSIGNMENT, RequestCode.SET_MESSAGE_REQUEST_MODE):
+        body = {"topic": bad if kind == "topic" else "ok_topic",
+                "consumerGroup": bad if kind == "group" else "cg_ok", "clientId": "c1", "mode": "POP"}
+        out.append(RemotingCommand(code=code, body=json.dumps(body).encode()))
     return [(r, _expected(r, bad, kind)) for r in out]
 
 

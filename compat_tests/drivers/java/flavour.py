@@ -43,6 +43,8 @@ def problem(flavour: str) -> str | None:
     if not built.is_file() or not cp.is_file():
         return "Java driver not built: run compat_tests/drivers/java/setup.sh (needs Maven and Maven Central)"
     sources = [HERE / "src" / "Driver.java", HERE / f"pom-{flavour}.xml"]
+    if flavour == "5":
+        sources.append(HERE / "src" / "Pop5.java")
     stale = [p.name for p in sources if p.stat().st_mtime > built.stat().st_mtime]
     if stale:
         return f"Java driver older than {', '.join(stale)}: run compat_tests/drivers/java/setup.sh"

@@ -439,6 +439,11 @@ public final class Driver {
         if (caseObj.has("max_reconsume_times")) {
             c.setMaxReconsumeTimes((int) num("max_reconsume_times", -1));
         }
+        if (caseObj.has("client_rebalance")) {
+            // 5.x: false lets the broker assign the queues (QUERY_ASSIGNMENT), which is what makes a
+            // group switched to POP (SET_MESSAGE_REQUEST_MODE) pop instead of pull
+            c.getClass().getMethod("setClientRebalance", boolean.class).invoke(c, bool("client_rebalance"));
+        }
         if (caseObj.has("thread_count")) {
             int n = (int) num("thread_count", 20);
             c.setConsumeThreadMin(n);
@@ -682,10 +687,11 @@ public final class Driver {
             STOP.countDown();
         });
         stdin.setDaemon(true);
-        if (args.length > 0 && !args[0].equals("-")) {
+        String role = str("role", "");
+        // the "pop" role reads its commands from stdin itself
+        if (args.length > 0 && !args[0].equals("-") && !role.equals("pop")) {
             stdin.start();
         }
-        String role = str("role", "");
         try {
             switch (role) {
                 case "produce":
@@ -699,6 +705,14 @@ public final class Driver {
                     break;
                 case "query":
                     query();
+                    break;
+                case "pop":
+                    // 5.x only (src/Pop5.java is compiled into driver-5.jar alone)
+                    try {
+                        Class.forName("Pop5").getMethod("run", JsonObject.class).invoke(null, caseObj);
+                    } catch (java.lang.reflect.InvocationTargetException e) {
+                        throw e.getCause();
+                    }
                     break;
                 default:
                     throw new IllegalArgumentException("unknown role " + role);
