@@ -73,7 +73,7 @@ def _consumer_settings(group: str, topic: str) -> Any:
 def test_receive_ack_change_dlq_and_renewal(tmp_path: Path) -> None:
     async def body(h: Harness) -> None:
         fake = FakePop()
-        h.role.pop_service = fake  # type: ignore[attr-defined]
+        h.role.grpc_service.consumer._pop = lambda: fake  # the gRPC layer only; the broker keeps its own
         h.role.topic_config_manager.update_topic_config(TopicConfig(topicName="TopicC", readQueueNums=1,
                                                                     writeQueueNums=1))
         port = h.role.bound["grpc"][1]
@@ -151,7 +151,7 @@ def test_receive_ack_change_dlq_and_renewal(tmp_path: Path) -> None:
 def test_auto_renewal_extends_and_clears(tmp_path: Path) -> None:
     async def body(h: Harness) -> None:
         fake = FakePop()
-        h.role.pop_service = fake  # type: ignore[attr-defined]
+        h.role.grpc_service.consumer._pop = lambda: fake  # the gRPC layer only; the broker keeps its own
         h.role.topic_config_manager.update_topic_config(TopicConfig(topicName="TopicR", readQueueNums=1,
                                                                     writeQueueNums=1))
         port = h.role.bound["grpc"][1]
