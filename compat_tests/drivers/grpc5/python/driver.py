@@ -55,7 +55,7 @@ def watch_stdin() -> None:
 
 def configuration(c: dict[str, Any]) -> ClientConfiguration:
     creds = Credentials(c["access_key"], c["secret_key"]) if c.get("access_key") else Credentials()
-    return ClientConfiguration(c["endpoints"], creds, request_timeout=c.get("request_timeout_s", 3))
+    return ClientConfiguration(c["endpoints"], creds, request_timeout=int(c.get("request_timeout_s", 3)))
 
 
 def filter_of(c: dict[str, Any]) -> FilterExpression:
@@ -172,7 +172,7 @@ def produce(c: dict[str, Any]) -> None:
 def simple(c: dict[str, Any]) -> None:
     try:
         consumer = SimpleConsumer(configuration(c), c["group"], {c["topic"]: filter_of(c)},
-                                  await_duration=float(c.get("await_s", 5)), tls_enable=bool(c.get("tls")))
+                                  await_duration=int(c.get("await_s", 5)), tls_enable=bool(c.get("tls")))
         consumer.startup()
     except Exception as exc:  # noqa: BLE001
         emit("start_error", **error_of(exc))
