@@ -107,9 +107,11 @@ class Target(Protocol):
     def stop(self) -> None: ...
 
 
-def topic_admin(namesrv: str, items: list[str], workdir: Path, timeout: float = 90) -> str:
+def topic_admin(namesrv: str, items: list[str], workdir: Path, timeout: float = 90,
+                credentials: dict[str, str] | None = None) -> str:
     """Create topics (topic:NAME:TYPE:QUEUES) and groups (group:NAME:ORDERLY:RETRY_MAX) on every
-    master of the name server's cluster, with rocketmq-tools 5.3.3 (java/TopicAdmin.java)."""
+    master of the name server's cluster, with rocketmq-tools 5.3.3 (java/TopicAdmin.java);
+    ``credentials`` {"TOPIC_ADMIN_AK": ..., "TOPIC_ADMIN_SK": ...} sign its requests (ACL)."""
     if not items:
         return ""
     cp = f"{TARGET / 'topic-admin.jar'}:{CLASSPATH5.read_text().strip()}"
@@ -117,7 +119,7 @@ def topic_admin(namesrv: str, items: list[str], workdir: Path, timeout: float = 
     home.mkdir(parents=True, exist_ok=True)
     r = subprocess.run(["java", *JVM_FLAGS, f"-Duser.home={home}", "-Drocketmq.client.logUseSlf4j=true",
                         "-cp", cp, "TopicAdmin", namesrv, *items], capture_output=True, text=True, timeout=timeout,
-                       errors="replace", env=dict(os.environ, ROCKETMQ_HOME=str(home)))
+                       errors="replace", env=dict(os.environ, ROCKETMQ_HOME=str(home), **(credentials or {})))
     if r.returncode != 0:
         raise RuntimeError(f"topic admin failed against {namesrv}:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
     return r.stdout
@@ -138,19 +140,30 @@ class RmqdTarget:
     kind = "rmqd"
     label = "rmqd"
 
-    def __init__(self, workdir: Path, conf: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, conf: dict[str, str] | None = None,
+                 admin_credentials: dict[str, str] | None = None) -> None:
         self.workdir = workdir
         self.conf_extra = dict(conf or {})
+        self.admin_credentials = admin_credentials
         self.grpc_port = free_port()
         self.server: RmqdServer | None = None
 
-    def start(self) -> "RmqdTarget":
+    def start(self, attempts: int = 3) -> "RmqdTarget":
+        """Free ports are only free until someone binds them: on "address already in use" the
+        start is tried again on new ones."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        conf = {"grpcServerPort": str(self.grpc_port), **self.conf_extra}
-        conf_path = self.workdir / "broker.conf"
-        conf_path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
-        self.server = RmqdServer(store=self.workdir / "store", log_path=self.workdir / "rmqd.log", conf=conf_path)
-        self.server.start()
+        for attempt in range(attempts):
+            conf = {"grpcServerPort": str(self.grpc_port), **self.conf_extra}
+            conf_path = self.workdir / "broker.conf"
+            conf_path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+            self.server = RmqdServer(store=self.workdir / "store", log_path=self.workdir / "rmqd.log", conf=conf_path)
+            try:
+                self.server.start()
+                return self
+            except RuntimeError as exc:
+                if "already in use" not in str(exc) or attempt == attempts - 1:
+                    raise
+                self.grpc_port = free_port()
         return self
 
     @property
@@ -163,7 +176,7 @@ class RmqdTarget:
         return self.server.namesrv
 
     def admin(self, *items: str) -> None:
-        topic_admin(self.namesrv, list(items), self.workdir)
+        topic_admin(self.namesrv, list(items), self.workdir, credentials=self.admin_credentials)
 
     def restart(self, kill: bool = False) -> None:
         """SIGTERM (or SIGKILL) and start again on the same ports and store."""

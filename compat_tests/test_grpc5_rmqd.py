@@ -27,6 +27,9 @@ results.DIFFERENCES.setdefault(
 
 PLAIN_ACL = """\
 accounts:
+- accessKey: RocketMQAdmin
+  secretKey: 87654321
+  admin: true
 - accessKey: RocketMQ5
   secretKey: 12345678
   admin: false
@@ -50,7 +53,8 @@ def acl_target(tmp_path: Path) -> Iterator[RmqdTarget]:
     home = tmp_path / "home"
     (home / "conf").mkdir(parents=True)
     (home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
-    t = RmqdTarget(tmp_path / "rmqd", {"aclEnable": "true", "rocketmqHome": str(home)}).start()
+    t = RmqdTarget(tmp_path / "rmqd", {"aclEnable": "true", "rocketmqHome": str(home)},
+                   admin_credentials={"TOPIC_ADMIN_AK": "RocketMQAdmin", "TOPIC_ADMIN_SK": "87654321"}).start()
     try:
         yield t
     finally:

@@ -2,6 +2,8 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
 
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
@@ -17,13 +19,16 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * Arguments: NAMESRV then items "topic:NAME:TYPE:QUEUES" (TYPE NORMAL/FIFO/DELAY/TRANSACTION) and
  * "group:NAME:ORDERLY:RETRY_MAX_TIMES", or "count:TOPIC" (prints "count TOPIC N": the messages its
  * queues hold, max - min offset summed). Prints one line per item and exits 0, or 1 on a failure.
+ * With TOPIC_ADMIN_AK / TOPIC_ADMIN_SK in the environment its requests are signed (plain ACL).
  */
 public final class TopicAdmin {
     private TopicAdmin() {
     }
 
     public static void main(String[] args) throws Exception {
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
+        String ak = System.getenv("TOPIC_ADMIN_AK");
+        DefaultMQAdminExt admin = ak == null ? new DefaultMQAdminExt()
+            : new DefaultMQAdminExt(new AclClientRPCHook(new SessionCredentials(ak, System.getenv("TOPIC_ADMIN_SK"))));
         admin.setNamesrvAddr(args[0]);
         admin.setInstanceName("grpc5-topic-admin-" + System.nanoTime());
         admin.start();
