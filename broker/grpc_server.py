@@ -427,13 +427,16 @@ class GrpcConnection:
                     scope.deadline = call.deadline
                 try:
                     await handler(call)
-                except CallCancelled:
-                    return
-                except GrpcWireError as exc:
-                    status, text = exc.status, str(exc)
-                except Exception as exc:  # noqa: BLE001 - the handler's bug is ours: log it, answer INTERNAL
-                    log.error("grpc %s/%s from %s failed", call.service, call.method, call.remote_addr, exc_info=exc)
-                    status, text = GrpcStatus.INTERNAL, f"internal error: {type(exc).__name__}"
+                except Exception as raised:  # noqa: BLE001 - the handler's bug is ours: log it, answer INTERNAL
+                    exc = _leaf(raised)
+                    if isinstance(exc, CallCancelled):
+                        return
+                    if isinstance(exc, GrpcWireError):
+                        status, text = exc.status, str(exc)
+                    else:
+                        log.error("grpc %s/%s from %s failed", call.service, call.method, call.remote_addr,
+                                  exc_info=raised)
+                        status, text = GrpcStatus.INTERNAL, f"internal error: {type(exc).__name__}"
             if scope.cancelled_caught and not call.cancelled:
                 status, text = GrpcStatus.DEADLINE_EXCEEDED, "deadline exceeded"
             if not call.finished and not self.closed:
@@ -449,6 +452,23 @@ class GrpcConnection:
     def goaway_soon(self) -> None:
         """Graceful stop: no new streams (GOAWAY), the open ones go on."""
         self._goaway(h2.errors.ErrorCodes.NO_ERROR)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """What a handler's exception group stands for: its first leaf that is not CallCancelled
+    (a nursery inside a handler wraps whatever its tasks raised), else CallCancelled."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc
+    leaves: list[BaseException] = []
+
+    def walk(e: BaseException) -> None:
+        if isinstance(e, BaseExceptionGroup):
+            for inner in e.exceptions:
+                walk(inner)
+        else:
+            leaves.append(e)
+    walk(exc)
+    return next((e for e in leaves if not isinstance(e, CallCancelled)), leaves[0] if leaves else exc)
 
 
 class GrpcServer:

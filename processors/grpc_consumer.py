@@ -244,11 +244,7 @@ class ConsumerActivity:
         pop = self._pop_service()
         result = None
         try:
-            async with trio.open_nursery() as nursery:
-                async def end_on_stop() -> None:  # a stopping broker answers held receives at once
-                    await service.stopping.wait()
-                    nursery.cancel_scope.cancel()
-                nursery.start_soon(end_on_stop)
+            with service.held():  # a stopping broker answers held receives at once
                 result = await pop.pop(
                     group=group, topic=topic, invisible_time_ms=invisible,
                     max_count=min(max(int(request.batch_size), 1), MAX_MSG_NUMS_FOR_POP_REQUEST),
@@ -256,7 +252,6 @@ class ConsumerActivity:
                     expression=expression.expression or "*", fifo=fifo,
                     attempt_id=request.attempt_id if request.HasField("attempt_id") else None,
                     client=ctx.remote_addr, max_attempts=max_attempts)
-                nursery.cancel_scope.cancel()
         except PopError as exc:  # LocalMessageService: any other broker answer is INTERNAL_SERVER_ERROR
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, exc.remark) from None
         if result is None:

@@ -18,10 +18,11 @@ finish), so processors/ does not depend on broker/.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -157,6 +158,7 @@ class MessagingService:
         self.settings = ClientSettingsManager(self._group_config, max_body)
         self.max_body_size = max_body
         self.stopping = trio.Event()
+        self._held: set[trio.CancelScope] = set()
         self._round_robin = itertools.count()
         #: receive / ack / change invisible time / DLQ over the broker's POP service
         self.consumer = ConsumerActivity(self, pop)
@@ -411,13 +413,8 @@ class MessagingService:
         stream = _TelemetryStream(call)
         attached: set[GrpcClientChannel] = set()
         try:
-            async with trio.open_nursery() as nursery:
-                async def end_on_stop() -> None:
-                    await self.stopping.wait()
-                    nursery.cancel_scope.cancel()
-                nursery.start_soon(end_on_stop)
+            with self.held():
                 await self._telemetry_loop(call, stream, attached)
-                nursery.cancel_scope.cancel()
             await call.finish()
         finally:
             for channel in attached:
@@ -606,9 +603,24 @@ class MessagingService:
     def find_channel(self, client_id: str) -> GrpcClientChannel | None:
         return self.channels.get(client_id)
 
+    @contextlib.contextmanager
+    def held(self) -> Iterator[trio.CancelScope]:
+        """A cancel scope for a call that may wait long (a Telemetry stream, a long-polling
+        receive): stop() cancels it, so a stopping broker answers at once."""
+        with trio.CancelScope() as scope:
+            if self.stopping.is_set():
+                scope.cancel()
+            self._held.add(scope)
+            try:
+                yield scope
+            finally:
+                self._held.discard(scope)
+
     async def stop(self) -> None:
         """End the long-lived streams (Telemetry, held receives) so the transport can stop."""
         self.stopping.set()
+        for scope in list(self._held):
+            scope.cancel()
 
 
 __all__ = ["CALL_CLIENT_TIMEOUT_S", "Call", "GrpcBroker", "GrpcHandler", "MessagingService", "code_of_remoting"]

@@ -8,8 +8,9 @@ import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
-import org.apache.rocketmq.remoting.protocol.admin.TopicOffset;
-import org.apache.rocketmq.remoting.protocol.admin.TopicStatsTable;
+import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.protocol.route.QueueData;
+import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
@@ -18,7 +19,7 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * rocketmq-tools 5.3.3's DefaultMQAdminExt against every master of the name server's cluster.
  * Arguments: NAMESRV then items "topic:NAME:TYPE:QUEUES" (TYPE NORMAL/FIFO/DELAY/TRANSACTION) and
  * "group:NAME:ORDERLY:RETRY_MAX_TIMES", or "count:TOPIC" (prints "count TOPIC N": the messages its
- * queues hold, max - min offset summed). Prints one line per item and exits 0, or 1 on a failure.
+ * queues hold, max - min offset summed over the route's queues). Prints one line per item and exits 0, or 1 on a failure.
  * With TOPIC_ADMIN_AK / TOPIC_ADMIN_SK in the environment its requests are signed (plain ACL).
  */
 public final class TopicAdmin {
@@ -43,13 +44,17 @@ public final class TopicAdmin {
                 String[] p = args[i].split(":");
                 if ("count".equals(p[0])) {
                     long n = 0;
-                    try {
-                        TopicStatsTable stats = admin.examineTopicStats(p[1]);
-                        for (TopicOffset o : stats.getOffsetTable().values()) {
-                            n += o.getMaxOffset() - o.getMinOffset();
+                    try {  // the route and GET_MAX_OFFSET / GET_MIN_OFFSET per queue (4.x codes both brokers have)
+                        TopicRouteData route = admin.examineTopicRouteInfo(p[1]);
+                        for (QueueData q : route.getQueueDatas()) {
+                            for (int id = 0; id < q.getReadQueueNums(); id++) {
+                                MessageQueue mq = new MessageQueue(p[1], q.getBrokerName(), id);
+                                n += admin.maxOffset(mq) - admin.minOffset(mq);
+                            }
                         }
                     } catch (Exception e) {
                         n = -1;
+                        System.out.println("no stats for " + p[1] + ": " + e);
                     }
                     System.out.println("count " + p[1] + " " + n);
                     continue;
