@@ -88,8 +88,8 @@ def build(c: dict[str, Any], spec: dict[str, Any]) -> Message:
         m.keys = key  # the client's setter adds one key per assignment
     if spec.get("group"):
         m.message_group = spec["group"]
-    if "delay_ms" in spec:
-        m.delivery_timestamp = int(time.time() * 1000) + int(spec["delay_ms"])
+    if "delay_ms" in spec:  # this client takes whole seconds since the epoch
+        m.delivery_timestamp = int(-(-(time.time() * 1000 + int(spec["delay_ms"])) // 1000))
     for k, v in (spec.get("props") or {}).items():
         m.add_property(k, v)
     return m
