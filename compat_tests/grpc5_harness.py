@@ -12,7 +12,7 @@ deadline_s, request_timeout_s; produce: mode (sync / async / transaction), threa
 keys, props, group, delay_ms, tx, thread); simple: group, expression_type, expression, invisible_s,
 max_count, await_s, expect, min_s, run_s, ack (all / none / after:N / change:SECONDS); push:
 group, expression_type, expression, fail_times. Events: started, start_error, sent, send_error,
-check, message, ack, ack_error, changed, receive_error, done, timeout, driver_error.
+check, message (body_b64 up to 64 KiB, else body_sha256; body_len always), ack, ack_error, changed, receive_error, done, timeout, driver_error.
 """
 
 from __future__ import annotations

@@ -143,13 +143,18 @@ def test_send_and_receive(gclient: str, brokers: Any, tmp_path: Path, mode: str)
 def test_large_bodies(gclient: str, brokers: Any, tmp_path: Path) -> None:
     def body(s: GrpcSession) -> None:
         t = s.topics(t="NORMAL")["t"]
-        consumer = s.simple(t, s.name("g"), expect=3, invisible_s=30, max_count=1)
+        # a 4 MiB answer takes a while on a loaded box: room for it within each receive's deadline
+        consumer = s.simple(t, s.name("g"), expect=3, invisible_s=30, max_count=1, request_timeout_s=15)
         _consume_ready(consumer)
         sizes = [1, 1024 * 1024, 4 * 1024 * 1024 - 8 * 1024]
         specs = [spec(bytes([i % 251]) * n, tag="Big") for i, n in enumerate(sizes)]
-        _sent_ok(s.produce(t, specs, timeout=120), 3)
+        _sent_ok(s.produce(t, specs, timeout=120, request_timeout_s=15), 3)
         wait_done(consumer, 90)
-        assert sorted(len(body_of(m)) for m in consumer.messages()) == sizes, consumer.diagnostics()
+        got = consumer.messages()
+        assert sorted(m["body_len"] for m in got) == sizes, consumer.diagnostics()
+        import hashlib
+        want = {hashlib.sha256(body_of(x)).hexdigest() for x in specs if len(body_of(x)) > 64 * 1024}
+        assert {m["body_sha256"] for m in got if "body_sha256" in m} == want
     both("bodies up to 4 MiB", gclient, brokers, tmp_path, body)
 
 

@@ -73,6 +73,22 @@ public final class GrpcDriver {
         OUT.println(GSON.toJson(m));
     }
 
+    /** Bodies above this are reported by length and SHA-256 (a multi-MiB JSON line helps nobody). */
+    static final int BIG_BODY = 64 * 1024;
+
+    static String sha256(byte[] data) {
+        try {
+            byte[] d = java.security.MessageDigest.getInstance("SHA-256").digest(data);
+            StringBuilder sb = new StringBuilder();
+            for (byte b : d) {
+                sb.append(String.format("%02x", b));
+            }
+            return sb.toString();
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
     static void emit(String event) {
         emit(event, Collections.emptyMap());
     }
@@ -123,7 +139,12 @@ public final class GrpcDriver {
         ByteBuffer buf = m.getBody();
         byte[] body = new byte[buf.remaining()];
         buf.get(body);
-        v.put("body_b64", Base64.getEncoder().encodeToString(body));
+        v.put("body_len", body.length);
+        if (body.length <= BIG_BODY) {
+            v.put("body_b64", Base64.getEncoder().encodeToString(body));
+        } else {
+            v.put("body_sha256", sha256(body));
+        }
         v.put("msgId", m.getMessageId().toString());
         v.put("topic", m.getTopic());
         m.getTag().ifPresent(tag -> v.put("tag", tag));
