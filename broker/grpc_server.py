@@ -180,6 +180,19 @@ class GrpcCall:
             self.conn.h2_send_headers(self.stream_id, response_headers())
         await self.conn.send_data(self, encode_message(payload))
 
+    async def send_last(self, payload: bytes) -> None:
+        """One response message and the OK trailers, written together (a unary answer: one
+        write to the socket instead of two)."""
+        if self.finished:
+            raise CallCancelled()
+        if not self.headers_sent:
+            self.headers_sent = True
+            self.conn.h2_send_headers(self.stream_id, response_headers())
+        await self.conn.send_data(self, encode_message(payload), flush=False)
+        self.finished = True
+        self.conn.h2_send_headers(self.stream_id, status_trailers(GrpcStatus.OK), end_stream=True)
+        await self.conn.flush()
+
     async def finish(self, status: GrpcStatus = GrpcStatus.OK, message: str | None = None) -> None:
         """The grpc-status trailers; a call with no message yet gets a trailers-only answer."""
         if self.finished:
@@ -208,7 +221,9 @@ class GrpcConnection:
         self.stream = stream
         self.remote_addr = remote_addr
         self.local_addr = local_addr
-        config = h2.config.H2Configuration(client_side=False, header_encoding=None)
+        # our own headers are well-formed by construction: h2's checks of them cost ~0.1 ms a call
+        config = h2.config.H2Configuration(client_side=False, header_encoding=None,
+                                           validate_outbound_headers=False, normalize_outbound_headers=False)
         self.h2 = h2.connection.H2Connection(config=config)
         self.calls: dict[int, GrpcCall] = {}
         self._send_lock = trio.Lock()
@@ -244,8 +259,9 @@ class GrpcConnection:
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 self._mark_closed(f"write failed: {exc}")
 
-    async def send_data(self, call: GrpcCall, data: bytes) -> None:
-        """DATA frames as h2's flow-control windows allow, waiting for WINDOW_UPDATEs."""
+    async def send_data(self, call: GrpcCall, data: bytes, flush: bool = True) -> None:
+        """DATA frames as h2's flow-control windows allow, waiting for WINDOW_UPDATEs (`flush`
+        False: the last frames stay queued for the caller's next flush)."""
         view = memoryview(data)
         while view:
             if call.finished or self.closed:
@@ -271,7 +287,8 @@ class GrpcConnection:
                 self.h2.send_data(call.stream_id, bytes(chunk))
             except h2.exceptions.H2Error as exc:
                 raise CallCancelled() from exc
-        await self.flush()
+        if flush:
+            await self.flush()
 
     def _mark_closed(self, reason: str) -> None:
         if self.closed:

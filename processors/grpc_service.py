@@ -76,6 +76,8 @@ class Call(Protocol):
 
     async def send(self, payload: bytes) -> None: ...
 
+    async def send_last(self, payload: bytes) -> None: ...
+
     async def finish(self, status: GrpcStatus = GrpcStatus.OK, message: str | None = None) -> None: ...
 
     def remaining_seconds(self) -> float | None: ...
@@ -212,8 +214,7 @@ class MessagingService:
             except Exception as exc:  # noqa: BLE001 - ResponseBuilder: an unexpected failure is INTERNAL_SERVER_ERROR
                 log.error("gRPC %s from %s failed", method, ctx.remote_addr, exc_info=exc)
                 response = response_cls(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
-            await call.send(response.SerializeToString())
-            await call.finish()
+            await call.send_last(response.SerializeToString())
         return handle
 
     def handlers(self) -> dict[tuple[str, str], GrpcHandler]:
