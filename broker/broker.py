@@ -332,8 +332,9 @@ class BrokerRole:
             self.pop_service.start()
 
     def _shutdown_store(self) -> None:
+        # (messageRequestMode.json is written when it changes, as 5.3 does)
         for manager in (self.consumer_offset_manager, self.topic_config_manager, self.subscription_group_manager,
-                        self.pop_service.order_info, self.message_request_mode_manager):
+                        self.pop_service.order_info):
             try:
                 manager.persist()
             except Exception:  # noqa: BLE001 - keep shutting down; the store matters most

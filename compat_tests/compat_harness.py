@@ -17,10 +17,11 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -154,6 +155,7 @@ class RmqdServer:
     proc: subprocess.Popen | None = None
     ready_line: str = ""
     startup_s: float = 0.0
+    stop_code: int | None = None  # side_by_side's rmqd.stop() exit code
     _log: Any = None
 
     @property
@@ -232,6 +234,34 @@ class RmqdServer:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+@contextmanager
+def side_by_side(apache: Any, rmqd: RmqdServer, join_s: float = 180) -> Iterator[None]:
+    """Start an Apache reference broker (apache_rocketmq.ApacheRocketMQ or a subclass) and an
+    rmqd at the same time (a JVM takes seconds to start), stop both at the end. The caller
+    checks ``rmqd.stop()``'s exit code through ``rmqd_code`` afterwards."""
+    errors: list[BaseException] = []
+
+    def start_apache() -> None:
+        try:
+            apache.start()
+        except BaseException as e:  # reported below, after both starts ended
+            errors.append(e)
+
+    t = threading.Thread(target=start_apache)
+    t.start()
+    try:
+        rmqd.start()
+    finally:
+        t.join(join_s)
+    try:
+        if errors:
+            raise errors[0]
+        yield
+    finally:
+        apache.stop()
+        rmqd.stop_code = rmqd.stop()
 
 
 def tail(path: Path, lines: int = 40) -> str:

@@ -71,27 +71,9 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     apache = ApacheRocketMQ(base / "apache", broker_conf=dict(BROKER_CONF))
     rmqd = RmqdServer(store=base / "rmqd" / "store", log_path=base / "rmqd.log", conf=conf)
     (base / "rmqd").mkdir()
-    errors: list[BaseException] = []
-
-    def start_apache() -> None:
-        try:
-            apache.start()
-        except BaseException as e:  # reported below, after both starts ended
-            errors.append(e)
-
-    t = threading.Thread(target=start_apache)
-    t.start()
-    try:
-        rmqd.start()
-    finally:
-        t.join(120)
-    try:
-        if errors:
-            raise errors[0]
+    with harness.side_by_side(apache, rmqd, join_s=120):
         yield {APACHE_LABEL: apache.namesrv_addr, "rmqd": rmqd.namesrv}
-    finally:
-        apache.stop()
-        code = rmqd.stop()
+    code = rmqd.stop_code
     assert code == 0, f"rmqd exited with {code} after SIGTERM; log {rmqd.log_path}:\n{harness.tail(rmqd.log_path)}"
 
 

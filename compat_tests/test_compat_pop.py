@@ -302,28 +302,12 @@ def brokers(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
     apache = ApacheRocketMQ5(base / "apache", broker_conf=dict(GEOMETRY))
     rmqd = RmqdServer(store=base / "rmqd" / "store", log_path=base / "rmqd.log", conf=_conf(base))
     (base / "rmqd").mkdir()
-    errors: list[BaseException] = []
-
-    def start_apache() -> None:
-        try:
-            apache.start()
-        except BaseException as e:  # reported below
-            errors.append(e)
-
-    t = threading.Thread(target=start_apache)
-    t.start()
     try:
-        rmqd.start()
+        with harness.side_by_side(apache, rmqd):
+            yield {LABEL5: apache.namesrv_addr, "rmqd": rmqd.namesrv}
     finally:
-        t.join(180)
-    try:
-        if errors:
-            raise errors[0]
-        yield {LABEL5: apache.namesrv_addr, "rmqd": rmqd.namesrv}
-    finally:
-        apache.stop()
-        code = rmqd.stop()
         _report(request)
+    code = rmqd.stop_code
     assert code == 0, f"rmqd exited with {code} after SIGTERM; log {rmqd.log_path}:\n{harness.tail(rmqd.log_path)}"
 
 
@@ -339,11 +323,13 @@ def _report(request: pytest.FixtureRequest) -> None:
     except OSError:
         pass
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line("")
-        reporter.write_line(f"POP, Java 5.3.3 Remoting client: Apache RocketMQ 5.3.3 vs rmqd")
-        for line in lines:
-            reporter.write_line(line)
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():  # to the terminal, not into the test's capture
+            reporter.write_line("")
+            reporter.write_line("POP, Java 5.3.3 Remoting client: Apache RocketMQ 5.3.3 vs rmqd")
+            for line in lines:
+                reporter.write_line(line)
 
 
 def _run(fn: Callable[[Ctx], None], namesrv: str, workdir: Path, case: str) -> str:
@@ -448,6 +434,24 @@ def test_pop_state_survives_restart(how: str, tmp_path: Path) -> None:
     assert code == 0, harness.tail(server.log_path)
 
 
+def _pop_six_ack_three(namesrv: str, workdir: Path, tag: str) -> tuple[str, str, list[bytes]]:
+    """Six messages popped invisible for 20 s, the first three acknowledged: (topic, group, bodies)."""
+    c = Ctx(namesrv, workdir, tag)
+    try:
+        topic, group = c.name("t"), c.name("g")
+        want = [f"{tag}-{i}".encode() for i in range(6)]
+        c.produce(topic, want)
+        p = c.popper(topic, group)
+        got = [m for _, m in p.pop_until(6, 60, invisible_ms=20_000, init_mode=0)]
+        assert bodies(got) == sorted(want)
+        for m in got:
+            if body_of(m) in want[:3]:
+                p.ack(m)
+        return topic, group, want
+    finally:
+        c.close()
+
+
 def test_store_popped_on_apache_5_3_3_served_by_rmqd(tmp_path: Path) -> None:
     """Apache RocketMQ 5.3.3 pops six messages (invisible 20 s) and three are acknowledged; it
     stops; rmqd serves its store: the three others come back after their invisible time (the
@@ -459,20 +463,10 @@ def test_store_popped_on_apache_5_3_3_served_by_rmqd(tmp_path: Path) -> None:
     store = tmp_path / "store"
     apache = ApacheRocketMQ5(tmp_path / "apache", broker_conf={**GEOMETRY, "storePathRootDir": str(store)})
     apache.start()
-    c = Ctx(apache.namesrv_addr, tmp_path / "before", "xs")
     try:
-        topic, group = c.name("t"), c.name("g")
-        want = [f"xs-{i}".encode() for i in range(6)]
-        c.produce(topic, want)
-        p = c.popper(topic, group)
-        got = [m for _, m in p.pop_until(6, 60, invisible_ms=20_000, init_mode=0)]
-        assert bodies(got) == sorted(want)
-        for m in got:
-            if body_of(m) in want[:3]:
-                p.ack(m)
+        topic, group, want = _pop_six_ack_three(apache.namesrv_addr, tmp_path / "before", "xs")
         time.sleep(6)  # 5.3 writes consumerOffset.json every 5 s; its shutdown hook writes it too
     finally:
-        c.close()
         apache.stop()
     server = RmqdServer(store=store, log_path=tmp_path / "rmqd.log", conf=_conf(tmp_path)).start()
     try:
@@ -480,3 +474,26 @@ def test_store_popped_on_apache_5_3_3_served_by_rmqd(tmp_path: Path) -> None:
     finally:
         code = server.stop()
     assert code == 0, harness.tail(server.log_path)
+
+
+def test_store_popped_on_rmqd_served_by_apache_5_3_3(tmp_path: Path) -> None:
+    """The other direction: rmqd pops six (invisible 20 s), three are acknowledged, rmqd stops;
+    Apache RocketMQ 5.3.3 serves the store: its timer takes the pending checkpoints from the
+    timercheck rmqd wrote, and the three others come back, the acknowledged never."""
+    _client_ready()
+    problem = apache5_problem()
+    if problem:
+        harness.missing(problem)
+    store = tmp_path / "store"
+    server = RmqdServer(store=store, log_path=tmp_path / "rmqd.log", conf=_conf(tmp_path)).start()
+    try:
+        topic, group, want = _pop_six_ack_three(server.namesrv, tmp_path / "before", "ys")
+    finally:
+        code = server.stop()
+    assert code == 0, harness.tail(server.log_path)
+    apache = ApacheRocketMQ5(tmp_path / "apache", broker_conf={**GEOMETRY, "storePathRootDir": str(store)})
+    apache.start()
+    try:
+        _unacked_come_back(apache.namesrv_addr, topic, group, tmp_path / "after", want[3:], want[:3], 20)
+    finally:
+        apache.stop()

@@ -23,7 +23,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 import trio
 
@@ -43,7 +43,7 @@ from rmqd.store.topic_config import TopicConfigManager
 from rmqd.wire.bodies import TopicConfig
 from rmqd.wire.codes import ResponseCode
 from rmqd.wire.message import decode_record, encode_properties_java, encode_record
-from rmqd.wire.names import RETRY_GROUP_TOPIC_PREFIX
+from rmqd.wire.names import RETRY_GROUP_TOPIC_PREFIX, topic_remark
 from rmqd.wire.pop import (
     CONSUME_INIT_MODE_MAX, CONSUME_INIT_MODE_MIN, MAX_POP_NUMS, POP_ORDER_REVIVE_QUEUE, PROPERTY_POP_CK, BatchAck,
     ExtraInfo,
@@ -540,6 +540,10 @@ class PopService:
             raise PopError(ResponseCode.INVALID_PARAMETER,
                            f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
                            f"[{tc.readQueueNums}] consumer:[]")
+        retry_remark = topic_remark(self.retry_topic(topic, group))
+        if retry_remark is not None:  # rmqd: unacked messages could never come back (docs/pop.md)
+            raise PopError(ResponseCode.SYSTEM_ERROR, f"the POP retry topic of group {group} and topic {topic} "
+                                                      f"is not a valid topic: {retry_remark}")
         cfg = b.subscription_group_manager.find_subscription_group_config(group)
         if cfg is None:
             raise PopError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,

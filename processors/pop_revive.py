@@ -37,14 +37,14 @@ from rmqd.store.pop import AckMsg, PopCheckPoint, PopRecordError, build_ck_messa
 from rmqd.store.schedule import PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
 from rmqd.wire.bodies import TopicConfig
 from rmqd.wire.message import MessageConst, MessageRecord, decode_record, encode_properties_java
-from rmqd.wire.names import RETRY_GROUP_TOPIC_PREFIX
+from rmqd.wire.names import RETRY_GROUP_TOPIC_PREFIX, group_remark, topic_remark
 from rmqd.wire.pop import (
     ACK_TIME_INTERVAL_MS, CK_TAG, PROPERTY_FIRST_POP_TIME, RETRY_QUEUE_NUM, REVIVE_GROUP, SECOND_MS,
     parse_normal_topic, pop_retry_topic,
 )
 
 if TYPE_CHECKING:
-    from rmqd.processors.pop import PopService
+    from rmqd.processors.pop import PopBroker, PopService
 
 log = logging.getLogger("rmqd.pop.revive")
 
@@ -91,7 +91,7 @@ class PopReviveService:
         self.queues: dict[int, _ReviveQueue] = {}
 
     @property
-    def _b(self):  # noqa: ANN202 - the PopBroker of the service
+    def _b(self) -> "PopBroker":
         return self.service.broker
 
     # ---- reading the revive topic ----------------------------------------------------------------
@@ -177,6 +177,9 @@ class PopReviveService:
     def _revive(self, ck: PopCheckPoint, qid: int) -> None:
         """reviveMsgFromCk: every unacknowledged message of ``ck`` into the retry topic."""
         b = self._b
+        if topic_remark(ck.topic) is not None or group_remark(ck.cid) is not None:
+            log.warning("revive queue %d: a checkpoint names an invalid topic or group, skipped", qid)
+            return
         normal = parse_normal_topic(ck.topic, ck.cid)
         if b.topic_config_manager.select_topic_config(normal) is None:
             log.warning("revive queue %d: topic %s is gone, checkpoint skipped", qid, ck.topic)
@@ -188,10 +191,13 @@ class PopReviveService:
         cq = store.get_consume_queue(ck.topic, ck.queue_id)
         retry_topic = ck.topic if ck.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else \
             pop_retry_topic(ck.topic, ck.cid, bool(b.broker_config.enableRetryTopicV2))
-        for j in range(ck.num):
+        if topic_remark(retry_topic) is not None:  # the group/topic pair makes too long a name
+            log.warning("revive queue %d: retry topic %s is not a valid topic, checkpoint skipped", qid,
+                        retry_topic[:200])
+            return
+        for j, offset in ck.message_offsets():
             if ck.is_acked(j):
                 continue
-            offset = ck.ack_offset_by_index(j)
             unit = cq.get_unit(offset) if cq is not None else None
             rec = store.look_message_by_offset(unit[0], unit[1]) if unit is not None else None
             if rec is None:
@@ -255,9 +261,10 @@ class PopReviveService:
         popped: dict[tuple[str, str, int], int] = {}
 
         def note(ck: PopCheckPoint) -> None:
-            if ck.num <= 0 or not ck.topic or not ck.cid:
+            offsets = ck.message_offsets()
+            if not offsets or topic_remark(ck.topic) is not None or group_remark(ck.cid) is not None:
                 return
-            last = max(ck.ack_offset_by_index(i) for i in range(ck.num)) if ck.queue_offset_diff or ck.num else 0
+            last = max(o for _, o in offsets)
             key = (ck.cid, ck.topic, ck.queue_id)
             popped[key] = max(popped.get(key, -1), last + 1)
 
@@ -282,7 +289,13 @@ class PopReviveService:
                 note(item)
         com = self._b.consumer_offset_manager
         moved = 0
+        store = self._b.store
         for (group, topic, queue_id), upto in popped.items():
+            # never past the queue's end (a checkpoint of a deleted and re-created topic)
+            cq = store.get_consume_queue(topic, queue_id)
+            if cq is None:
+                continue
+            upto = min(upto, cq.get_max_offset_in_queue())
             if com.query_offset(group, topic, queue_id) < upto:
                 com.commit_offset("recoverPopOffset", group, topic, queue_id, upto)
                 moved += 1

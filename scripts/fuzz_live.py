@@ -252,6 +252,25 @@ def synthesized_seeds() -> list[Seed]:
                                               "subVersion": 1, "tagsSet": [], "codeSet": []}}).encode()),
         Seed("broker", RequestCode.QUERY_CONSUME_QUEUE, {"topic": t, "queueId": "0", "index": "0", "count": "10",
                                                          "consumerGroup": g}),
+        # RocketMQ 5.x POP (processors/pop_remoting.py) and the queue assignment
+        Seed("broker", RequestCode.POP_MESSAGE, {
+            "consumerGroup": g, "topic": t, "queueId": "-1", "maxMsgNums": "8", "invisibleTime": "3000",
+            "pollTime": "100", "bornTime": _now(), "initMode": "0", "expType": "TAG", "exp": "*", "order": "false"}),
+        Seed("broker", RequestCode.POP_MESSAGE, {
+            "consumerGroup": g, "topic": t, "queueId": "0", "maxMsgNums": "2", "invisibleTime": "3000",
+            "pollTime": "0", "bornTime": _now(), "initMode": "1", "order": "true", "attemptId": "a1"}),
+        Seed("broker", RequestCode.ACK_MESSAGE, {"consumerGroup": g, "topic": t, "queueId": "0",
+                                                 "extraInfo": "0 1 3000 0 0 broker-a 0 0", "offset": "0"}),
+        Seed("broker", RequestCode.CHANGE_MESSAGE_INVISIBLETIME, {
+            "consumerGroup": g, "topic": t, "queueId": "0", "extraInfo": "0 1 3000 999 0 broker-a 0 0",
+            "offset": "0", "invisibleTime": "1000"}),
+        Seed("broker", RequestCode.BATCH_ACK_MESSAGE, {}, json.dumps({"brokerName": "broker-a", "acks": [
+            {"c": g, "t": t, "r": "0", "so": 0, "q": 0, "rq": 0, "pt": 1, "it": 3000, "b": "Aw=="}]}).encode()),
+        Seed("broker", RequestCode.QUERY_ASSIGNMENT, {}, json.dumps(
+            {"topic": t, "consumerGroup": g, "clientId": "fuzz@1", "strategyName": "AVG",
+             "messageModel": "CLUSTERING"}).encode()),
+        Seed("broker", RequestCode.SET_MESSAGE_REQUEST_MODE, {}, json.dumps(
+            {"topic": t, "consumerGroup": g, "mode": "POP", "popShareQueueNum": 0}).encode()),
         Seed("namesrv", RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": t}),
         Seed("namesrv", RequestCode.GET_BROKER_CLUSTER_INFO, {}),
         Seed("namesrv", RequestCode.PUT_KV_CONFIG, {"namespace": "ORDER_TOPIC_CONFIG", "key": t,

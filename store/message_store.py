@@ -508,12 +508,15 @@ class DefaultMessageStore:
                 raise StoreBusyError(f"dispatch is behind the commit log (at {self.reput_service.reput_from_offset}"
                                      f" of {end}): topics {sorted(topics)} not deleted, try again")
             for t in topics:
+                # the files go under the lock that creates queues: a reader on another thread
+                # (a pop or pull touching every queue) must not create the topic's queue again
+                # while its old files are still there
                 with self._cq_lock:
                     qs = self.consume_queue_table.pop(t, None)
-                for qid, cq in (qs or {}).items():
-                    cq.destroy()
-                    self.commit_log.topic_queue_table.pop(f"{t}-{qid}", None)
-                    n += 1
+                    for qid, cq in (qs or {}).items():
+                        cq.destroy()
+                        self.commit_log.topic_queue_table.pop(f"{t}-{qid}", None)
+                        n += 1
         return n
 
     # ---- get ---------------------------------------------------------------------------------

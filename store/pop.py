@@ -114,6 +114,12 @@ class PopCheckPoint:
             return self.start_offset + index
         return self.start_offset + self.queue_offset_diff[index]
 
+    def message_offsets(self) -> list[tuple[int, int]]:
+        """(index, queue offset) of each message named; a damaged record whose diff list is
+        shorter than its count names only what the list has."""
+        n = self.num if not self.queue_offset_diff else min(self.num, len(self.queue_offset_diff))
+        return [(i, self.ack_offset_by_index(i)) for i in range(max(n, 0))]
+
     def is_acked(self, index: int) -> bool:
         return bool(self.bit_map & (1 << index))
 

@@ -253,6 +253,10 @@ class BatchAck:
     bits: tuple[int, ...]
 
 
+#: bit i of a BatchAck is the offset ckQueueOffset + i; one pop reads at most 16000 consume-queue
+#: units past its start (the store's filter scan), so no honest bit set is longer than this
+MAX_BITSET_BYTES = 8192
+
 _BATCH_ACK_ALT = {"consumerGroup": "c", "topic": "t", "retry": "r", "startOffset": "so", "queueId": "q",
                   "reviveQueueId": "rq", "popTime": "pt", "invisibleTime": "it", "bitSet": "b"}
 
@@ -316,6 +320,8 @@ def decode_batch_ack_body(body: bytes | memoryview | None) -> tuple[str | None, 
             data = bytes(x & 0xFF for x in b)
         else:
             raise WireError("BatchAck.b is not a bit set")
+        if len(data) > MAX_BITSET_BYTES:
+            raise WireError(f"BatchAck.b has {len(data)} bytes, more than the {MAX_BITSET_BYTES} one pop can need")
         retry = _field(a, "r", str) or NORMAL_TOPIC
         out.append(BatchAck(consumer_group=_field(a, "c", str) or "", topic=_field(a, "t", str) or "", retry=retry,
                             start_offset=_field(a, "so", int), queue_id=_field(a, "q", int),

@@ -5,7 +5,6 @@ back after its invisible time + the timer's second + 5.3's 2 s margin."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -243,3 +242,60 @@ def test_remoting_codes(tmp_path: Path) -> None:
         assert bad.code == ResponseCode.SYSTEM_ERROR and "invisibleTime" in bad.remark
 
     run_with_broker(tmp_path, scenario, timeout=60)
+
+
+def test_tag_and_sql92_filters(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        svc = h.role.pop_service
+        for i, tag in enumerate(["A", "B", "A", "C"]):
+            r = await h.send_v2("FltT", f"{tag}{i}".encode(), tags=tag, extra={"n": str(i)})
+            assert r.code == ResponseCode.SUCCESS
+        h.wait_dispatched()
+        a = await svc.pop(group="FltG", topic="FltT", invisible_time_ms=60_000, expression="A || C", init_mode=0)
+        assert sorted(decode_record(m.record, 0).body for m in a.messages) == [b"A0", b"A2", b"C3"]
+        s = await svc.pop(group="FltS", topic="FltT", invisible_time_ms=60_000, expression_type="SQL92",
+                          expression="n > 1", init_mode=0)
+        assert sorted(decode_record(m.record, 0).body for m in s.messages) == [b"A2", b"C3"]
+        rest = await svc.pop(group="FltG", topic="FltT", invisible_time_ms=60_000, expression="A || C")
+        assert rest.messages == [] and h.role.consumer_offset_manager.query_offset("FltG", "FltT", 0) == 4
+
+    run_with_broker(tmp_path, scenario, enablePropertyFilter="true")
+
+
+def test_max_attempts_dead_letters_instead_of_returning(tmp_path: Path) -> None:
+    """pop(max_attempts=2): the second delivery is the last; the third goes to %DLQ% (the proxy's rule)."""
+
+    async def scenario(h: Harness) -> None:
+        svc = h.role.pop_service
+        await _send(h, "MaT", 1)
+        first = await svc.pop(group="MaG", topic="MaT", invisible_time_ms=1000, init_mode=0, max_attempts=2)
+        assert len(first.messages) == 1
+        second = await _pop_until(h, "MaT", "MaG", 1, invisible_time_ms=1000, max_attempts=2)
+        assert len(second) == 1 and second[0].reconsume_times == 1
+        with trio.move_on_after(15):
+            third = await _pop_until(h, "MaT", "MaG", 1, bound_s=15, invisible_time_ms=1000, max_attempts=2)
+            assert third == []
+        h.wait_dispatched()
+        assert h.role.store.get_max_offset_in_queue("%DLQ%MaG", 0) == 1
+
+    run_with_broker(tmp_path, scenario, timeout=90)
+
+
+def test_recover_offsets_moves_stale_offsets_past_the_checkpoints(tmp_path: Path) -> None:
+    """What start-up does after a SIGKILL left consumerOffset.json older than the checkpoints."""
+
+    async def scenario(h: Harness) -> None:
+        svc = h.role.pop_service
+        await _send(h, "RecT", 5)
+        r = await svc.pop(group="RecG", topic="RecT", invisible_time_ms=60_000, init_mode=0)
+        assert len(r.messages) == 5
+        h.wait_dispatched()
+        com = h.role.consumer_offset_manager
+        assert com.query_offset("RecG", "RecT", 0) == 5
+        com.commit_offset("test", "RecG", "RecT", 0, 1)  # as if the file were from before the pop
+        assert svc.revive.recover_offsets() == 1
+        assert com.query_offset("RecG", "RecT", 0) == 5
+        again = await svc.pop(group="RecG", topic="RecT", invisible_time_ms=60_000)
+        assert again.messages == []
+
+    run_with_broker(tmp_path, scenario)

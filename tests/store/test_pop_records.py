@@ -152,3 +152,11 @@ def test_message_request_mode_file(tmp_path: Path) -> None:
     again = MessageRequestModeManager(tmp_path)
     assert again.load() and again.get_mode("T", "G") == SetMessageRequestMode("T", "G", "POP", 0)
     assert '"mode":"POP"' in (tmp_path / "config" / "messageRequestMode.json").read_text()
+
+
+def test_damaged_checkpoint_names_only_what_it_has() -> None:
+    ck = PopCheckPoint(start_offset=5, pop_time=0, invisible_time=0, bit_map=0, num=4, queue_id=0, topic="t",
+                       cid="g", queue_offset_diff=[0, 3])
+    assert ck.message_offsets() == [(0, 5), (1, 8)]
+    old = PopCheckPoint(start_offset=5, pop_time=0, invisible_time=0, bit_map=0, num=2, queue_id=0, topic="t", cid="g")
+    assert old.message_offsets() == [(0, 5), (1, 6)]
