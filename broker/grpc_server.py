@@ -36,7 +36,7 @@ import trio
 from rmqd.broker.server import format_addr, open_tcp_endpoints
 from rmqd.broker.tls import TlsAcceptor
 from rmqd.wire.grpc import (
-    DEFAULT_MAX_MESSAGE_SIZE, GrpcStatus, GrpcWireError, MessageDecoder, encode_message, is_grpc_content_type,
+    DEFAULT_MAX_MESSAGE_SIZE, CallClosedError, GrpcStatus, GrpcWireError, MessageDecoder, encode_message, is_grpc_content_type,
     parse_path, parse_timeout, response_headers, status_trailers, trailers_only,
 )
 
@@ -59,7 +59,7 @@ _MAX_STATUS_TEXT = 1024
 Handler = Callable[["GrpcCall"], Awaitable[None]]
 
 
-class CallCancelled(Exception):
+class CallCancelled(CallClosedError):
     """The peer reset the stream or the connection went away: nobody reads the answer."""
 
 

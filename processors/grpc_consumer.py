@@ -30,7 +30,7 @@ from rmqd.processors.grpc_common import (
 from rmqd.processors.grpc_convert import build_message
 from rmqd.processors.pop import PopError, PopStatus
 from rmqd.processors.pull import SubscriptionParseError, build_subscription_data
-from rmqd.wire.grpc import GrpcStatus
+from rmqd.wire.grpc import CallClosedError, GrpcStatus
 from rmqd.wire.message import decode_record
 from rmqd.wire.pop import real_topic_of_kind
 from rmqd.wire.rocketmq_v2 import Code, FilterType, pb
@@ -188,6 +188,8 @@ class ConsumerActivity:
         try:
             self.service.pipeline(ctx, "ReceiveMessage", request)
             await self._receive(ctx, request, call)
+        except CallClosedError:
+            raise  # the client is gone (what it was handed is given back in _receive)
         except ProxyError as exc:
             await call.send(pb.ReceiveMessageResponse(status=status(exc.code, exc.message)).SerializeToString())
         except Exception as exc:  # noqa: BLE001 - ResponseBuilder: INTERNAL_SERVER_ERROR, never a traceback
@@ -274,14 +276,16 @@ class ConsumerActivity:
             if auto_renew and channel is not None:
                 msg_id = message.system_properties.message_id
                 self.receipts.add(channel, _Held(group, topic, msg_id, handle, handle, now, popped.reconsume_times))
-        await call.send(pb.ReceiveMessageResponse(status=status(Code.OK)).SerializeToString())
-        for i, (message, handle) in enumerate(out):
-            try:
+        sent = 0
+        try:
+            await call.send(pb.ReceiveMessageResponse(status=status(Code.OK)).SerializeToString())
+            for message, _ in out:
                 await call.send(pb.ReceiveMessageResponse(message=message).SerializeToString())
-            except Exception:  # noqa: BLE001 - the client is gone: give its messages back soon
-                for _, later in out[i:]:
-                    await self._nack_quietly(group, topic, later)
-                raise
+                sent += 1
+        except CallClosedError:  # the client is gone: what it was not sent comes back soon
+            for _, handle in out[sent:]:
+                await self._nack_quietly(group, topic, handle)
+            raise
 
     async def _nack_quietly(self, group: str, topic: str, handle_text: str) -> None:
         try:

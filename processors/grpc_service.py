@@ -46,7 +46,7 @@ from rmqd.processors.pull import SubscriptionParseError, build_subscription_data
 from rmqd.wire.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from rmqd.wire.codes import LanguageCode, MQVersion, RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand
-from rmqd.wire.grpc import GrpcStatus
+from rmqd.wire.grpc import CallClosedError, GrpcStatus
 from rmqd.wire.javamap import java_string_hash
 from rmqd.wire.message import MessageSysFlag, encode_properties, parse_offset_msg_id
 from rmqd.wire.rocketmq_v2 import (
@@ -211,6 +211,8 @@ class MessagingService:
                 response = await fn(ctx, request)
             except ProxyError as exc:
                 response = response_cls(status=status(exc.code, exc.message))
+            except CallClosedError:
+                raise
             except Exception as exc:  # noqa: BLE001 - ResponseBuilder: an unexpected failure is INTERNAL_SERVER_ERROR
                 log.error("gRPC %s from %s failed", method, ctx.remote_addr, exc_info=exc)
                 response = response_cls(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))

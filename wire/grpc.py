@@ -62,6 +62,12 @@ class GrpcWireError(WireError):
         self.status = status
 
 
+class CallClosedError(Exception):
+    """The peer reset the stream or the connection went away: nobody reads this call's answer
+    (raised by the transport's send/recv; handlers let it pass, after giving back what the
+    answer held)."""
+
+
 # -- messages ---------------------------------------------------------------------------------
 
 def _compress(payload: bytes, encoding: str) -> bytes:
@@ -256,7 +262,7 @@ def trailers_only(status: GrpcStatus, message: str | None = None) -> Headers:
 
 
 __all__ = [
-    "ACCEPT_ENCODING", "CONTENT_TYPE", "DEFAULT_MAX_MESSAGE_SIZE", "GrpcStatus", "GrpcWireError", "Headers",
+    "ACCEPT_ENCODING", "CONTENT_TYPE", "CallClosedError", "DEFAULT_MAX_MESSAGE_SIZE", "GrpcStatus", "GrpcWireError", "Headers",
     "MessageDecoder", "PREFIX_SIZE", "SUPPORTED_ENCODINGS", "decode_grpc_message", "encode_grpc_message",
     "encode_message", "encode_timeout", "is_grpc_content_type", "parse_path", "parse_timeout", "response_headers",
     "status_trailers", "trailers_only",
