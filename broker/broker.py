@@ -29,6 +29,7 @@ from rmqd.broker.config import BrokerSettings, ConfigError
 from rmqd.broker.dispatch_loop import LoopDispatch
 from rmqd.broker.ha_master import HAMasterService
 from rmqd.broker.metrics import Observability
+from rmqd.broker.grpc_server import GrpcServer
 from rmqd.broker.ha_slave import HAClient
 from rmqd.broker.slave_sync import SlaveSynchronize, get_all_delay_offset
 from rmqd.broker.remoting_client import BrokerOuterAPI, RemotingClient
@@ -48,6 +49,7 @@ from rmqd.processors.common import (
 from rmqd.processors.consumer import ConsumerManageProcessor
 from rmqd.processors.consumer_filter import ConsumerFilterManager, check_expression
 from rmqd.processors.assignment import AssignmentProcessor
+from rmqd.processors.grpc_service import MessagingService
 from rmqd.processors.lock import LockProcessor, RebalanceLockManager
 from rmqd.processors.pop import PopService
 from rmqd.processors.pop_remoting import PopRemotingProcessor
@@ -133,12 +135,13 @@ class BrokerRole:
         # RocketMQ 5.x POP consumption and the broker-side queue assignment (docs/pop.md)
         self.pop_service = PopService(self)
         self.message_request_mode_manager = MessageRequestModeManager(root)
+        send_processor = SendMessageProcessor(self)
+        end_transaction_processor = EndTransactionProcessor(self, self.transaction_service)
         self.processors: list[RequestProcessor] = [
-                           SendMessageProcessor(self), PullMessageProcessor(self), ConsumerManageProcessor(self),
+                           send_processor, PullMessageProcessor(self), ConsumerManageProcessor(self),
                            ClientManageProcessor(self), AdminBrokerProcessor(self),
                            LockProcessor(self.rebalance_lock_manager), QueryMessageProcessor(self),
-                           ConsumerSendMsgBackProcessor(self), AdminObserveProcessor(self),
-                           EndTransactionProcessor(self, self.transaction_service),
+                           ConsumerSendMsgBackProcessor(self), AdminObserveProcessor(self), end_transaction_processor,
                            PopRemotingProcessor(self.pop_service),
                            AssignmentProcessor(self, self.message_request_mode_manager)]
         for processor in self.processors:
@@ -164,6 +167,18 @@ class BrokerRole:
         #: monotonic time of the last registration a name server answered (the health check)
         self.last_registered: float | None = None
         self.bound: dict[str, tuple[str, int]] = {}
+        # RocketMQ 5.x clients: apache.rocketmq.v2 over gRPC on grpcServerPort (TLS or h2c, one port)
+        self.grpc_service = MessagingService(self, send=send_processor.send_message,
+                                             end_transaction=end_transaction_processor.end_transaction,
+                                             grpc_port=lambda: self.bound.get("grpc", ("", 0))[1],
+                                             pop=lambda: self.pop_service)
+        self.grpc_server: GrpcServer | None = None
+        if settings.proxy.grpcServerPort >= 0:
+            self.grpc_server = GrpcServer(
+                self.grpc_service.handlers(),
+                tls=TlsAcceptor(TlsConfig.load(), "grpc",
+                                first_byte_seconds=float(settings.netty_server.serverChannelMaxIdleTimeSeconds)),
+                idle_seconds=float(settings.netty_server.serverChannelMaxIdleTimeSeconds))
         self._outer: BrokerOuterAPI | None = None
         self._nursery: trio.Nursery | None = None
         self._token: trio.lowlevel.TrioToken | None = None
@@ -201,6 +216,7 @@ class BrokerRole:
         try:
             main, fast = await self.server.open_listeners([(self.host, s.listen_port), (self.host, s.fast_listen_port)])
             self.bound = {"broker": main, "fast": fast}
+            await self._open_grpc_listener()
             async with RemotingClient("broker-outer") as client:
                 client.stream_wrapper = client_stream_wrapper()  # tls.enable=true: TLS to the name servers
                 self._outer = BrokerOuterAPI(client, BrokerOuterAPI.split_namesrv_addr(s.broker.namesrvAddr),
@@ -219,6 +235,9 @@ class BrokerRole:
                     if self.message_store_config.brokerRole != "SLAVE":
                         await nursery.start(self.transaction_check_service.run)
                     await nursery.start(self.server.serve)
+                    if "grpc" in self.bound and self.grpc_server is not None:
+                        await nursery.start(self.grpc_server.serve)
+                        await nursery.start(self.grpc_service.consumer.run_renewal)
                     if self.ha_service is not None:
                         self.bound["ha"] = await nursery.start(self.ha_service.run)
                         s.store.haListenPort = self.bound["ha"][1]
@@ -236,6 +255,9 @@ class BrokerRole:
                     await self._stop.wait()
                     self.pull_hold_service.wake_all()
                     self.pop_service.polling.wake_all()
+                    await self.grpc_service.stop()
+                    if "grpc" in self.bound and self.grpc_server is not None:
+                        await self.grpc_server.stop()
                     await self.server.stop()
                     await self.unregister_broker_all()
                     nursery.cancel_scope.cancel()
@@ -244,6 +266,22 @@ class BrokerRole:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self._shutdown_store)
             self._done.set()
+
+    async def _open_grpc_listener(self) -> None:
+        """grpcServerPort: Apache's proxy default 8081 when not configured. Taken by another
+        process while nobody asked for it, the gRPC endpoint is left out with a warning (the
+        Remoting ports still serve); a configured port that cannot be bound stops the start."""
+        if self.grpc_server is None:
+            return
+        port = self.settings.proxy.grpcServerPort
+        try:
+            (self.bound["grpc"],) = await self.grpc_server.open_listeners([(self.host, port)])
+        except OSError as exc:
+            if "grpcServerPort" in self.settings.explicit_keys:
+                raise
+            log.warning("gRPC endpoint not started: the default grpcServerPort %d cannot be bound (%s); "
+                        "set grpcServerPort to serve RocketMQ 5.x clients", port, exc.strerror or exc)
+            self.grpc_server = None
 
     def _start_store(self) -> None:
         self.store.load()
@@ -473,13 +511,14 @@ class BrokerRole:
 
     # -- admin support ----------------------------------------------------------------------------------
     def update_topic_config(self, *, topic: str, read_queue_nums: int, write_queue_nums: int, perm: int,
-                            topic_filter_type: str, topic_sys_flag: int, order: bool) -> None:
+                            topic_filter_type: str, topic_sys_flag: int, order: bool,
+                            attributes: dict[str, str] | None = None) -> None:
         try:
             filter_type = TopicFilterType[topic_filter_type]
         except KeyError:
             filter_type = TopicFilterType.SINGLE_TAG
         tc = TopicConfig(topicName=topic, readQueueNums=read_queue_nums, writeQueueNums=write_queue_nums, perm=perm,
-                         topicFilterType=filter_type, topicSysFlag=topic_sys_flag, order=order)
+                         topicFilterType=filter_type, topicSysFlag=topic_sys_flag, order=order, attributes=attributes)
         self.topic_config_manager.update_topic_config(tc)
         if self._nursery is not None:  # (admin handlers run on the trio thread)
             self._nursery.start_soon(self.register_broker_all)

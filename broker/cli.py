@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--namesrv-port", type=int, default=None, help="name server port (default 9876)")
     serve.add_argument("--broker-port", type=int, default=None, help="broker listenPort (default 10911; fast port = -2)")
     serve.add_argument("--host", default=None, help="address to listen on (default 0.0.0.0); also brokerIP1")
+    serve.add_argument("--grpc-port", type=int, default=None,
+                       help="gRPC port for RocketMQ 5.x clients (grpcServerPort; default 8081, 0: any, -1: none)")
     serve.add_argument("-c", "--config", help="broker.conf (RocketMQ keys)")
     serve.add_argument("--kv-config", help="name server kvConfig.json (default ~/namesrv/kvConfig.json)")
 
@@ -71,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("--store", help="store directory (storePathRootDir)")
     br.add_argument("--port", type=int, default=None, help="listenPort (default 10911; fast port = -2)")
     br.add_argument("--host", default=None, help="address to listen on (default 0.0.0.0); also brokerIP1")
+    br.add_argument("--grpc-port", type=int, default=None,
+                    help="gRPC port for RocketMQ 5.x clients (grpcServerPort; default 8081, 0: any, -1: none)")
 
     st = sub.add_parser("store", parents=[common], help="offline store tools")
     st_sub = st.add_subparsers(dest="store_command", metavar="STORE_COMMAND")
@@ -204,6 +208,11 @@ def _broker_settings(args: argparse.Namespace, *, store: str | None, port: int |
         overrides["brokerIP1"] = host
     if namesrv_addr is not None:
         overrides["namesrvAddr"] = namesrv_addr
+    grpc_port = getattr(args, "grpc_port", None)
+    if grpc_port is not None:
+        if grpc_port != -1:
+            _check_port(grpc_port, "gRPC port")
+        overrides["grpcServerPort"] = str(grpc_port)
     # the store root as an override: the warnings about keys 4.9 ignores name the paths used
     if store is not None:
         overrides["storePathRootDir"] = store
@@ -230,6 +239,11 @@ async def _wait_for_signal(signals: Any, stop: Callable[[], Any]) -> None:
         log.info("received %s, shutting down", signal.Signals(signum).name)
         await stop()
         return
+
+
+def _grpc_part(bound: dict[str, tuple[str, int]]) -> str:
+    """` grpc=host:port` of the ready line when the gRPC endpoint runs."""
+    return f" grpc={_fmt(bound['grpc'])}" if "grpc" in bound else ""
 
 
 def _ready(line: str) -> None:
@@ -265,7 +279,7 @@ async def _run_broker(args: argparse.Namespace) -> int:
     with _signals() as signals:
         async with trio.open_nursery() as nursery:
             bound = await nursery.start(role.run)
-            _ready(f"rmqd ready broker={_fmt(bound['broker'])} fast={_fmt(bound['fast'])} "
+            _ready(f"rmqd ready broker={_fmt(bound['broker'])} fast={_fmt(bound['fast'])}{_grpc_part(bound)} "
                    f"namesrv={settings.broker.namesrvAddr} store={settings.store.storePathRootDir}")
             await _wait_for_signal(signals, role.stop)
             nursery.cancel_scope.cancel()
@@ -289,8 +303,8 @@ async def _run_serve(args: argparse.Namespace) -> int:
                                         namesrv_addr=ns_addr)
             broker_role = BrokerRole(settings, host=host)
             bound = await nursery.start(broker_role.run)
-            _ready(f"rmqd ready namesrv={ns_addr} broker={_fmt(bound['broker'])} fast={_fmt(bound['fast'])} "
-                   f"store={settings.store.storePathRootDir}")
+            _ready(f"rmqd ready namesrv={ns_addr} broker={_fmt(bound['broker'])} fast={_fmt(bound['fast'])}"
+                   f"{_grpc_part(bound)} store={settings.store.storePathRootDir}")
 
             async def stop_all() -> None:
                 await broker_role.stop()   # drains requests, unregisters from the name server

@@ -200,12 +200,22 @@ class NettyClientConfig:
 
 
 @dataclass
+class ProxyConfig:
+    """The keys of Apache RocketMQ 5.x's ProxyConfig that rmqd's built-in gRPC endpoint reads
+    (rmqd serves RocketMQ 5.x clients itself, where Apache runs rocketmq-proxy beside the broker)."""
+    grpcServerPort: int = 8081
+
+
+@dataclass
 class BrokerSettings:
     """Everything one broker process is configured with."""
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     netty_server: NettyServerConfig = field(default_factory=NettyServerConfig)
     netty_client: NettyClientConfig = field(default_factory=NettyClientConfig)
     store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
+    proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    #: the keys a broker.conf or the command line set (the others hold their defaults)
+    explicit_keys: set[str] = field(default_factory=set)
 
     @property
     def listen_port(self) -> int:
@@ -230,7 +240,7 @@ class BrokerSettings:
         has raises ConfigError (``unknown="error"``: UPDATE_BROKER_CONFIG, tests) or, as
         BrokerStartup ignores it, is skipped (``unknown="ignore"``: a broker.conf, whose caller
         warns with ignored_key_warning once the paths are settled). Returns the skipped keys."""
-        targets = [self.broker, self.netty_server, self.netty_client, self.store]
+        targets = [self.broker, self.netty_server, self.netty_client, self.store, self.proxy]
         ignored: list[str] = []
         for key, raw in props.items():
             hit = False
@@ -242,6 +252,7 @@ class BrokerSettings:
                     raise ConfigError(_bad_value(source, target is self.store, exc)) from None
             if hit:
                 _check_supported(source, key, self)
+                self.explicit_keys.add(key)
             elif key not in STARTUP_KEYS:
                 if unknown == "error":
                     raise ConfigError(f"{source}: unknown config key {key!r}")
@@ -358,6 +369,9 @@ def validate(settings: BrokerSettings) -> None:
     port = settings.netty_server.listenPort
     if not 3 <= port <= 65535:
         raise ConfigError(f"listenPort={port} is out of range (the fast port listenPort-2 must be valid too)")
+    if not -1 <= settings.proxy.grpcServerPort <= 65535:
+        raise ConfigError(f"grpcServerPort={settings.proxy.grpcServerPort} is out of range "
+                          "(0: any free port, -1: no gRPC endpoint)")
     if b.brokerId < 0:
         raise ConfigError(f"brokerId={b.brokerId} must be >= 0")
     # BrokerStartup: masters are brokerId 0; a slave needs brokerId > 0 (exit -3 in 4.9.8)
@@ -398,5 +412,5 @@ def metrics_exporter_type(value: Any) -> str:
 
 
 __all__ = ["BrokerConfig", "BrokerSettings", "ConfigError", "METRICS_EXPORTER_TYPES", "NettyClientConfig",
-           "NettyServerConfig", "ignored_key_warning", "known_keys", "load_broker_settings", "local_address",
+           "NettyServerConfig", "ProxyConfig", "ignored_key_warning", "known_keys", "load_broker_settings", "local_address",
            "metrics_exporter_type", "read_properties_file", "validate"]

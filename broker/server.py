@@ -106,11 +106,30 @@ def exception_simple_desc(exc: BaseException) -> str:
     return text
 
 
-def _format_addr(sockaddr: Any) -> str:
+def format_addr(sockaddr: Any) -> str:
     if isinstance(sockaddr, tuple) and len(sockaddr) >= 2:
         host = sockaddr[0]
         return f"[{host}]:{sockaddr[1]}" if ":" in host else f"{host}:{sockaddr[1]}"
     return str(sockaddr)
+
+
+async def open_tcp_endpoints(endpoints: Iterable[tuple[str, int]],
+                             listeners: list[trio.SocketListener]) -> list[tuple[str, int]]:
+    """Bind every endpoint, appending to `listeners`; the bound (host, port) of each. All or
+    nothing: when one cannot be bound, those bound so far are closed again."""
+    bound: list[tuple[str, int]] = []
+    try:
+        for host, port in endpoints:
+            opened = await trio.open_tcp_listeners(port, host=host or None)
+            listeners.extend(opened)
+            sockname = opened[0].socket.getsockname()
+            bound.append((host or sockname[0], sockname[1]))
+    except BaseException:
+        for listener in listeners:
+            await listener.aclose()
+        listeners.clear()
+        raise
+    return bound
 
 
 @dataclass(slots=True)
@@ -179,8 +198,8 @@ class Channel:
     @classmethod
     def from_socket_stream(cls, stream: trio.SocketStream) -> "Channel":
         try:
-            local = _format_addr(stream.socket.getsockname())
-            remote = _format_addr(stream.socket.getpeername())
+            local = format_addr(stream.socket.getsockname())
+            remote = format_addr(stream.socket.getpeername())
         except OSError:
             local = remote = ""
         return cls(stream, local_addr=local, remote_addr=remote)
@@ -765,20 +784,8 @@ class RemotingServer(Dispatcher):
 
     async def open_listeners(self, endpoints: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
         """Bind every endpoint first (so a port in use fails before anything runs)."""
-        bound: list[tuple[str, int]] = []
-        try:
-            for host, port in endpoints:
-                listeners = await trio.open_tcp_listeners(port, host=host or None)
-                self._listeners.extend(listeners)
-                sockname = listeners[0].socket.getsockname()
-                bound.append((host or sockname[0], sockname[1]))
-        except BaseException:
-            for listener in self._listeners:
-                await listener.aclose()
-            self._listeners.clear()
-            raise
-        self.listen_addrs = bound
-        return bound
+        self.listen_addrs = await open_tcp_endpoints(endpoints, self._listeners)
+        return self.listen_addrs
 
     async def serve(self, endpoints: Iterable[tuple[str, int]] | None = None, *,
                     task_status: trio.TaskStatus[list[tuple[str, int]]] = trio.TASK_STATUS_IGNORED) -> None:
@@ -861,5 +868,5 @@ class RemotingServer(Dispatcher):
 __all__ = [
     "Channel", "CloseListener", "Dispatcher", "Handler", "InlineHandler", "RemotingConnectError", "RemotingError",
     "RemotingSendRequestError", "RemotingServer", "RemotingTimeoutError", "RequestContext",
-    "exception_simple_desc",
+    "exception_simple_desc", "format_addr", "open_tcp_endpoints",
 ]

@@ -306,12 +306,16 @@ class DriverProc:
         env["HOME"] = str(self.workdir)  # client-side files (offsets, logs) stay in the test's tmp dir
         with self.stderr_path.open("w") as err:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(
-                driver_command(self.client, case_file), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                self.argv(case_file), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=err, text=True, cwd=str(self.workdir), env=env,
             )
         self._pump_thread = threading.Thread(target=self._pump, daemon=True)
         self._pump_thread.start()
         return self
+
+    def argv(self, case_file: Path) -> list[str]:
+        """The driver's command line (another registry's driver overrides this)."""
+        return driver_command(self.client, case_file)
 
     def _pump(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None

@@ -178,6 +178,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     from compat_session import APACHE_RESULTS
 
+    _grpc5_summary(terminalreporter)
     if not _results and not APACHE_RESULTS:
         return
     text = _matrix_text() if _results else ""
@@ -191,3 +192,14 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         MATRIX_FILE.write_text(text)
     except OSError:
         pass
+
+
+def _grpc5_summary(terminalreporter: Any) -> None:
+    """The 5.x gRPC clients' matrix, rmqd beside Apache RocketMQ 5.3.3 (test_grpc5_*.py)."""
+    import grpc5_results
+    from grpc5_harness import CLIENTS as GRPC5_CLIENTS
+
+    text = grpc5_results.write(lambda c: GRPC5_CLIENTS[c].label if c in GRPC5_CLIENTS else c)
+    if text:
+        terminalreporter.write_sep("=", "RocketMQ 5.x gRPC clients: rmqd | Apache RocketMQ 5.3.3")
+        terminalreporter.write(text)

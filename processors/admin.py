@@ -18,6 +18,7 @@ from rmqd.processors.common import (
 from rmqd.processors.names import guard_names
 from rmqd.store.errors import StoreBusyError
 from rmqd.wire import fastjson
+from rmqd.wire.bodies import TOPIC_MESSAGE_TYPE_ATTRIBUTE, alter_topic_attributes
 from rmqd.wire.codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode, version_desc
 from rmqd.wire.errors import WireError
 from rmqd.wire.frame import RemotingCommand, make_response
@@ -67,11 +68,19 @@ class AdminBrokerProcessor:
         if refused is not None:
             return refused
         log.info("updateAndCreateTopic %s called by %s", h.topic, ctx.channel.remote_addr)
+        current = self.broker.topic_config_manager.select_topic_config(h.topic)
+        try:  # 5.x attributes (message.type), altered onto the topic's current ones
+            attributes = alter_topic_attributes(current.attributes if current is not None else None,
+                                                getattr(h, "attributes", None), current is None)
+        except ValueError as exc:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        if attributes and attributes.get(TOPIC_MESSAGE_TYPE_ATTRIBUTE) == "MIXED":
+            return make_response(request, ResponseCode.INVALID_PARAMETER, "MIXED message type is not supported.")
         self.broker.update_topic_config(
             topic=h.topic, read_queue_nums=int(h.readQueueNums), write_queue_nums=int(h.writeQueueNums),
             perm=int(h.perm), topic_filter_type=getattr(h, "topicFilterType", None) or "SINGLE_TAG",
             topic_sys_flag=int(getattr(h, "topicSysFlag", None) or 0),
-            order=bool(getattr(h, "order", False)))
+            order=bool(getattr(h, "order", False)), attributes=attributes)
         return make_response(request, ResponseCode.SUCCESS)
 
     async def delete_topic(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:

@@ -7,7 +7,8 @@
   ConsumeStats of every topic it has offsets for, and the total lag.
 * GET_ALL_PRODUCER_INFO (328, ``producer -b``): the producer connections of every group.
 * GET_CONSUMER_RUNNING_INFO (307, ``consumerStatus``): forwarded to the consumer's own
-  connection; its answer is the answer.
+  connection; its answer is the answer (a 5.x gRPC consumer answers over its Telemetry stream,
+  a PrintThreadStackTraceCommand when jstackEnable is set).
 * QUERY_CONSUME_QUEUE (321, ``queryCq``): units of one consume queue, with the group's
   subscription and filter data when a group is named.
 * CLEAN_EXPIRED_CONSUMEQUEUE (306, ``cleanExpiredCQ``), CLEAN_UNUSED_TOPIC (316,

@@ -12,6 +12,8 @@
 * CONSUME_MESSAGE_DIRECTLY (309, mqadmin ``queryMsgById -g G -d CLIENT`` / ``consumeMessage``):
   the broker loads the message named by the offsetMsgId, adds ``brokerName`` and forwards the
   request to that consumer's connection, answering with the consumer's reply.
+(GET_CONSUMER_RUNNING_INFO, forwarded the same way, is in processors/admin_observe.py; a 5.x gRPC
+consumer answers both over its Telemetry stream.)
 """
 
 from __future__ import annotations

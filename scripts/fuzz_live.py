@@ -1315,7 +1315,12 @@ def main(argv: list[str] | None = None) -> int:
                                                       "unsigned frames, ACL codes 50-54, acl files checked on restarts")
     ap.add_argument("--restart-every", type=int, default=None,
                     help="stop (SIGTERM) and start the broker every N frames (default: 20000 with --acl, else never)")
+    ap.add_argument("--grpc", action="store_true",
+                    help="fuzz the gRPC port (RocketMQ 5.x clients) instead: malformed HTTP/2 and gRPC "
+                         "(scripts/fuzz_grpc.py), with gRPC and Remoting health checks")
     args = ap.parse_args(argv)
+    if args.grpc:
+        return grpc_mode(args)
     if bool(args.namesrv) != bool(args.broker):
         ap.error("--namesrv and --broker go together")
     tmp = None
@@ -1349,6 +1354,72 @@ def main(argv: list[str] | None = None) -> int:
         tmp.cleanup()
     elif tmp is not None:
         print(f"store and log kept in {workdir}")
+    return 0 if stats.ok() else 1
+
+
+def grpc_mode(args: argparse.Namespace) -> int:
+    """--grpc: a started rmqd with its gRPC port, fuzzed by scripts/fuzz_grpc.py; then SIGKILL,
+    restart and a health check on both ports, and `rmqd store verify`."""
+    import fuzz_grpc
+
+    tmp = tempfile.TemporaryDirectory(prefix="rmqd-fuzz-grpc-") if not args.workdir else None
+    workdir = Path(args.workdir) if args.workdir else Path(tmp.name)  # type: ignore[union-attr]
+    grpc_port = free_port()
+    server = Server(workdir, conf=f"grpcServerPort={grpc_port}\n")
+    stats = Stats()
+    try:
+        server.start()
+        print(f"fuzzing the gRPC port {grpc_port} of rmqd (broker {server.broker}), seed {args.seed}, "
+              f"{args.frames} frames", flush=True)
+        first = trio.run(health_check, server.namesrv, server.broker, 0)  # also creates the health topic
+        if first is not None:
+            raise RuntimeError(f"the server is not healthy before fuzzing: {first}")
+
+        def log_problems() -> list[str]:
+            sigs = traceback_signatures(server.new_log())
+            stats.tracebacks += len(sigs)
+            for sig in sigs:
+                stats.distinct.setdefault(sig, "")
+            return sigs
+
+        async def remote(n: int) -> str | None:
+            return await health_check(server.namesrv, server.broker, n)
+
+        gstats = trio.run(lambda: fuzz_grpc.fuzz(grpc_port, args.frames, args.seed, HEALTH_TOPIC, HEALTH_GROUP,
+                                                 connections=args.connections, health_every=max(args.health_every, 500),
+                                                 remote_health=remote, check_log=log_problems))
+        log_problems()
+        stats.frames, stats.seconds = gstats.frames, gstats.seconds
+        stats.health_ok, stats.health_failed = gstats.health_ok, gstats.health_failed
+        stats.failures += gstats.failures
+        stats.server_died = not server.alive()
+        if not args.no_restart and server.alive():
+            server.kill()
+            try:
+                server.start(timeout=120)
+                problem = (trio.run(health_check, server.namesrv, server.broker, -1)
+                           or trio.run(fuzz_grpc.grpc_health, grpc_port, HEALTH_TOPIC))
+                stats.restart = "ok" if problem is None else f"health check after SIGKILL restart: {problem}"
+            except RuntimeError as exc:
+                stats.restart = f"start after SIGKILL failed: {exc}"[:2000]
+            log_problems()
+            server.stop()
+            stats.verify = store_verify(server)
+    finally:
+        server.stop()
+    fuzz_grpc.report(gstats)
+    print(f"tracebacks          {stats.tracebacks} ({len(stats.distinct)} distinct)")
+    for sig in stats.distinct:
+        print(f"TRACEBACK {sig}")
+    print(f"server alive        {not stats.server_died}")
+    print(f"SIGKILL + restart   {stats.restart}")
+    print(f"store verify        {stats.verify}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({**stats.as_dict(), "grpc": {
+            "connections": gstats.connections, "goaways": gstats.goaways, "by_mutator": dict(gstats.by_mutator)}},
+            indent=1))
+    if tmp is not None and stats.ok():
+        tmp.cleanup()
     return 0 if stats.ok() else 1
 
 

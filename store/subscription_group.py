@@ -43,6 +43,10 @@ class SubscriptionGroupConfig:
     brokerId: int = 0
     whichBrokerWhenConsumeSlowly: int = 1
     notifyConsumerIdsChangedEnable: bool = True
+    # 5.x fields, kept when a 5.x admin sets them (None: left out of the JSON, as 4.9.8 writes it):
+    # orderly (FIFO) consumption of the group's POP / gRPC consumers, and its retry backoff
+    consumeMessageOrderly: bool | None = None
+    groupRetryPolicy: dict[str, Any] | None = None
 
     @classmethod
     def from_json_obj(cls, obj: Any) -> "SubscriptionGroupConfig":
@@ -59,7 +63,11 @@ class SubscriptionGroupConfig:
                    whichBrokerWhenConsumeSlowly=as_int(obj.get("whichBrokerWhenConsumeSlowly"),
                                                        d.whichBrokerWhenConsumeSlowly),
                    notifyConsumerIdsChangedEnable=as_bool(obj.get("notifyConsumerIdsChangedEnable"),
-                                                          d.notifyConsumerIdsChangedEnable))
+                                                          d.notifyConsumerIdsChangedEnable),
+                   consumeMessageOrderly=as_bool(obj["consumeMessageOrderly"])
+                   if obj.get("consumeMessageOrderly") is not None else None,
+                   groupRetryPolicy=dict(obj["groupRetryPolicy"])
+                   if isinstance(obj.get("groupRetryPolicy"), dict) else None)
 
 
 class SubscriptionGroupManager(ConfigManager):

@@ -112,6 +112,7 @@ def harness_conf(root: Path, namesrv_addr: str | None = None, **overrides: Any) 
         "mappedFileSizeConsumeQueue": str(6000 * 20), "flushIntervalCommitLog": "50",
         # RocketMQ's index geometry (the plugin's default is smaller)
         "maxHashSlotNum": "5000000", "maxIndexNum": "20000000",
+        "grpcServerPort": "0",
     }
     if namesrv_addr:
         props["namesrvAddr"] = namesrv_addr

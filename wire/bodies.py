@@ -279,17 +279,69 @@ class TopicConfig(Body):
     topicFilterType: TopicFilterType = TopicFilterType.SINGLE_TAG
     topicSysFlag: int = 0
     order: bool = False
+    #: 5.x topic attributes ({"message.type": "FIFO"}); None (left out of the JSON, as 4.9.8
+    #: writes it) until one is set
+    attributes: dict[str, str] | None = None
 
     @classmethod
     def from_json_obj(cls, obj: Any) -> "TopicConfig":
         obj = _obj(obj, "TopicConfig")
+        attributes = obj.get("attributes")
         return cls(topicName=as_str(obj.get("topicName")),
                    readQueueNums=as_int(obj.get("readQueueNums"), 16),
                    writeQueueNums=as_int(obj.get("writeQueueNums"), 16),
                    perm=as_int(obj.get("perm"), PERM_READ | PERM_WRITE),
                    topicFilterType=as_enum(obj.get("topicFilterType"), TopicFilterType, TopicFilterType.SINGLE_TAG),
                    topicSysFlag=as_int(obj.get("topicSysFlag")),
-                   order=as_bool(obj.get("order")))
+                   order=as_bool(obj.get("order")),
+                   attributes={str(k): str(v) for k, v in attributes.items()} or None
+                   if isinstance(attributes, dict) else None)
+
+    @property
+    def message_type(self) -> str:
+        """TopicConfig.getTopicMessageType (5.x): the message.type attribute, NORMAL when unset."""
+        return (self.attributes or {}).get(TOPIC_MESSAGE_TYPE_ATTRIBUTE, "NORMAL")
+
+
+#: the 5.x topic attribute naming the kind of messages a topic takes, and its values
+TOPIC_MESSAGE_TYPE_ATTRIBUTE = "message.type"
+TOPIC_MESSAGE_TYPES = frozenset({"UNSPECIFIED", "NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"})
+
+
+def alter_topic_attributes(current: dict[str, str] | None, modification: str | None,
+                           create: bool) -> dict[str, str] | None:
+    """AttributeParser.parseToMap + AttributeUtil.alterCurrentAttributes (5.3.3) for the one
+    attribute rmqd knows, message.type: "+message.type=FIFO" sets it, "-message.type" drops it.
+    ValueError with the broker's words when the modification cannot be applied."""
+    if not modification:
+        return current
+    changes: dict[str, str] = {}
+    for kv in modification.split(","):
+        if "=" in kv:
+            key, _, value = kv.partition("=")
+            if "+" not in key:
+                raise ValueError(f"add/alter attribute format is wrong: {key}")
+        else:
+            key, value = kv, ""
+            if "-" not in key:
+                raise ValueError(f"delete attribute format is wrong: {key}")
+        if key in changes:
+            raise ValueError(f"key duplication: {key}")
+        changes[key] = value
+    result = dict(current or {})
+    for key, value in changes.items():
+        name = key[1:]
+        if name != TOPIC_MESSAGE_TYPE_ATTRIBUTE:
+            raise ValueError(f"unsupported key: {name}")
+        if key.startswith("+"):
+            if value not in TOPIC_MESSAGE_TYPES:
+                raise ValueError(f"value is not in set: {sorted(TOPIC_MESSAGE_TYPES)}")
+            result[name] = value
+        else:
+            if create:
+                raise ValueError(f"only add attribute is supported while creating topic. key: {name}")
+            result.pop(name, None)
+    return result or None
 
 
 @dataclass(slots=True)

@@ -401,6 +401,7 @@ class CreateTopicRequestHeader(CommandHeader):
     topicFilterType: str | None = required(STRING)
     topicSysFlag: int | None = optional(INT)
     order: bool = required(BOOL, False)
+    attributes: str | None = optional(STRING)  # 5.x: "+message.type=FIFO"
 
 
 @_header

@@ -1,0 +1,580 @@
+"""The gRPC listener for RocketMQ 5.x clients: HTTP/2 through h2's state machine, driven by trio.
+
+Why not grpcio's server: its threads and its own event loop would sit beside trio's, with
+every call crossing between them; h2 is sans-IO, so the connection, its streams and the
+handlers all run as trio tasks of the broker's one tree, like the Remoting server.
+
+One task per connection reads the socket and feeds h2; each stream (one RPC) gets a task
+running its handler with a `GrpcCall`: the request metadata, the deadline from
+grpc-timeout, `recv()` for request messages (wire/grpc.py's MessageDecoder) and `send()`
+/ `finish()` for responses and the grpc-status trailers. TLS (ALPN h2) and plaintext h2c
+share the port: the first byte tells them apart (broker/tls.py's TlsAcceptor), as Apache's
+proxy does.
+
+What a peer cannot do: make a handler's exception reach it (it gets INTERNAL and a short
+text, the broker log gets the traceback), wedge a task (grpc-timeout deadlines, the idle
+timeout of a connection that sends nothing, per-connection stream and buffer limits), or
+take the server down (a malformed frame ends its own connection with GOAWAY).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import ssl
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+import h2.settings
+import trio
+
+from rmqd.broker.server import format_addr, open_tcp_endpoints
+from rmqd.broker.tls import TlsAcceptor
+from rmqd.wire.grpc import (
+    DEFAULT_MAX_MESSAGE_SIZE, CallClosedError, GrpcStatus, GrpcWireError, MessageDecoder, encode_message, is_grpc_content_type,
+    parse_path, parse_timeout, response_headers, status_trailers, trailers_only,
+)
+
+log = logging.getLogger("rmqd.grpc")
+
+RECEIVE_CHUNK = 64 * 1024
+#: streams a client may have open at once on one connection
+MAX_CONCURRENT_STREAMS = 1000
+#: the per-stream receive window we offer (grpc-java's default flow-control window is 1 MiB)
+INITIAL_WINDOW_SIZE = 1024 * 1024
+#: request bytes a stream may hold unread before we stop opening its window
+MAX_QUEUED_BYTES_PER_STREAM = 8 * 1024 * 1024
+#: a connection that sends nothing (not even a PING) this long is closed (proxy's grpcClientIdleTimeMills)
+DEFAULT_IDLE_SECONDS = 120.0
+#: a stopping server lets calls finish this long before it closes their connections
+DEFAULT_GRACE_SECONDS = 10.0
+#: the longest status text sent back
+_MAX_STATUS_TEXT = 1024
+
+Handler = Callable[["GrpcCall"], Awaitable[None]]
+
+
+class CallCancelled(CallClosedError):
+    """The peer reset the stream or the connection went away: nobody reads the answer."""
+
+
+def _decode_header(value: bytes) -> str:
+    return value.decode("latin-1")
+
+
+@dataclass(slots=True)
+class _Inbound:
+    payload: bytes
+    size: int  # flow-controlled bytes it stood for (acknowledged when read)
+
+
+class GrpcCall:
+    """One RPC as its handler sees it."""
+
+    def __init__(self, conn: "GrpcConnection", stream_id: int, service: str, method: str,
+                 metadata: dict[str, str], decoder: MessageDecoder, deadline: float | None) -> None:
+        self.conn = conn
+        self.stream_id = stream_id
+        self.service = service
+        self.method = method
+        #: request headers (lower-case names; for a repeated name the last value)
+        self.metadata = metadata
+        self.deadline = deadline
+        self.remote_addr = conn.remote_addr
+        self.local_addr = conn.local_addr
+        self._decoder = decoder
+        self._inbound: collections.deque[_Inbound] = collections.deque()
+        self._queued = 0
+        self._unacked = 0  # flow-controlled bytes held back while the queue is full
+        self._input_ended = False
+        self._input_error: GrpcWireError | None = None
+        self._readable = trio.Event()
+        self._window = trio.Event()
+        self.headers_sent = False
+        self.finished = False
+        self.cancelled = False
+        self.cancel_scope: trio.CancelScope | None = None
+
+    # -- inbound (called by the connection's read loop) ------------------------------------------
+    def _on_data(self, data: bytes, flow_size: int) -> None:
+        if self._input_error is not None or self._input_ended:
+            self.conn.ack(flow_size, self.stream_id)
+            return
+        try:
+            messages = self._decoder.feed(data)
+        except GrpcWireError as exc:
+            self._input_error = exc
+            self.conn.ack(flow_size, self.stream_id)
+            self._readable.set()
+            return
+        if not messages:  # part of a message: bounded by the decoder's maximum size
+            self.conn.ack(flow_size, self.stream_id)
+            return
+        share = flow_size // len(messages)
+        for i, payload in enumerate(messages):
+            size = share if i else flow_size - share * (len(messages) - 1)
+            self._inbound.append(_Inbound(payload, size))
+            self._queued += len(payload)
+        if self._queued <= MAX_QUEUED_BYTES_PER_STREAM:
+            self.conn.ack(flow_size, self.stream_id)
+            for item in self._inbound:
+                item.size = 0
+        self._readable.set()
+
+    def _on_end(self) -> None:
+        self._input_ended = True
+        if self._input_error is None:
+            try:
+                self._decoder.end()
+            except GrpcWireError as exc:
+                self._input_error = exc
+        self._readable.set()
+
+    def _on_reset(self) -> None:
+        self.cancelled = True
+        self.finished = True
+        self._readable.set()
+        self._window.set()
+        if self.cancel_scope is not None:
+            self.cancel_scope.cancel()
+
+    def _on_window(self) -> None:
+        self._window.set()
+
+    # -- the handler's side ---------------------------------------------------------------------------
+    @property
+    def input_ended(self) -> bool:
+        return self._input_ended and not self._inbound
+
+    async def recv(self) -> bytes | None:
+        """The next request message, or None once the client half-closed the stream.
+        A framing error in the request raises GrpcWireError (its status is the answer)."""
+        while True:
+            if self._inbound:
+                item = self._inbound.popleft()
+                self._queued -= len(item.payload)
+                if item.size:
+                    self.conn.ack(item.size, self.stream_id)
+                    await self.conn.flush()
+                return item.payload
+            if self._input_error is not None:
+                raise self._input_error
+            if self.cancelled:
+                raise CallCancelled()
+            if self._input_ended:
+                return None
+            self._readable = trio.Event()
+            await self._readable.wait()
+
+    async def send(self, payload: bytes) -> None:
+        """One response message (the response headers go first)."""
+        if self.finished:
+            raise CallCancelled()
+        if not self.headers_sent:
+            self.headers_sent = True
+            self.conn.h2_send_headers(self.stream_id, response_headers())
+        await self.conn.send_data(self, encode_message(payload))
+
+    async def send_last(self, payload: bytes) -> None:
+        """One response message and the OK trailers, written together (a unary answer: one
+        write to the socket instead of two)."""
+        if self.finished:
+            raise CallCancelled()
+        if not self.headers_sent:
+            self.headers_sent = True
+            self.conn.h2_send_headers(self.stream_id, response_headers())
+        await self.conn.send_data(self, encode_message(payload), flush=False)
+        self.finished = True
+        self.conn.h2_send_headers(self.stream_id, status_trailers(GrpcStatus.OK), end_stream=True)
+        await self.conn.flush()
+
+    async def finish(self, status: GrpcStatus = GrpcStatus.OK, message: str | None = None) -> None:
+        """The grpc-status trailers; a call with no message yet gets a trailers-only answer."""
+        if self.finished:
+            return
+        self.finished = True
+        text = (message or "")[:_MAX_STATUS_TEXT] or None
+        if self.headers_sent:
+            self.conn.h2_send_headers(self.stream_id, status_trailers(status, text), end_stream=True)
+        else:
+            self.headers_sent = True
+            self.conn.h2_send_headers(self.stream_id, trailers_only(status, text), end_stream=True)
+        await self.conn.flush()
+
+    def remaining_seconds(self) -> float | None:
+        """Time left before the client's deadline (None: no grpc-timeout)."""
+        if self.deadline is None:
+            return None
+        return self.deadline - trio.current_time()
+
+
+class GrpcConnection:
+    """One HTTP/2 connection: its h2 state machine, its read loop and its calls."""
+
+    def __init__(self, server: "GrpcServer", stream: trio.abc.Stream, remote_addr: str, local_addr: str) -> None:
+        self.server = server
+        self.stream = stream
+        self.remote_addr = remote_addr
+        self.local_addr = local_addr
+        # our own headers are well-formed by construction: h2's checks of them cost ~0.1 ms a call
+        config = h2.config.H2Configuration(client_side=False, header_encoding=None,
+                                           validate_outbound_headers=False, normalize_outbound_headers=False)
+        self.h2 = h2.connection.H2Connection(config=config)
+        self.calls: dict[int, GrpcCall] = {}
+        self._send_lock = trio.Lock()
+        self.closed = False
+        self.last_activity = trio.current_time()
+        self._conn_window = trio.Event()
+
+    # -- h2 calls that only queue bytes --------------------------------------------------------------
+    def ack(self, size: int, stream_id: int) -> None:
+        if size <= 0 or self.closed:
+            return
+        try:
+            self.h2.acknowledge_received_data(size, stream_id)
+        except (h2.exceptions.H2Error, KeyError):
+            pass  # the stream is gone: nothing to open
+
+    def h2_send_headers(self, stream_id: int, headers: list[tuple[bytes, bytes]], end_stream: bool = False) -> None:
+        if self.closed:
+            raise CallCancelled()
+        try:
+            self.h2.send_headers(stream_id, headers, end_stream=end_stream)
+        except h2.exceptions.H2Error as exc:  # the peer reset the stream in the meantime
+            raise CallCancelled() from exc
+
+    async def flush(self) -> None:
+        """Write whatever h2 has queued (one writer at a time, in order)."""
+        async with self._send_lock:
+            data = self.h2.data_to_send()
+            if not data or self.closed:
+                return
+            try:
+                await self.stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                self._mark_closed(f"write failed: {exc}")
+
+    async def send_data(self, call: GrpcCall, data: bytes, flush: bool = True) -> None:
+        """DATA frames as h2's flow-control windows allow, waiting for WINDOW_UPDATEs (`flush`
+        False: the last frames stay queued for the caller's next flush)."""
+        view = memoryview(data)
+        while view:
+            if call.finished or self.closed:
+                raise CallCancelled()
+            try:
+                window = min(self.h2.local_flow_control_window(call.stream_id), self.h2.max_outbound_frame_size)
+            except h2.exceptions.H2Error as exc:
+                raise CallCancelled() from exc
+            if window <= 0:
+                call._window = trio.Event()
+                self._conn_window = trio.Event()
+                await self.flush()
+                with trio.CancelScope() as scope:
+                    async with trio.open_nursery() as waits:
+                        async def on(event: trio.Event) -> None:
+                            await event.wait()
+                            scope.cancel()
+                        waits.start_soon(on, call._window)
+                        waits.start_soon(on, self._conn_window)
+                continue
+            chunk, view = view[:window], view[window:]
+            try:
+                self.h2.send_data(call.stream_id, bytes(chunk))
+            except h2.exceptions.H2Error as exc:
+                raise CallCancelled() from exc
+        if flush:
+            await self.flush()
+
+    def _mark_closed(self, reason: str) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        log.debug("grpc connection %s closed: %s", self.remote_addr, reason)
+        for call in list(self.calls.values()):
+            call._on_reset()
+        self._conn_window.set()
+
+    # -- the read loop --------------------------------------------------------------------------------
+    async def serve(self, handlers_nursery: trio.Nursery) -> None:
+        settings = {
+            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
+            h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: INITIAL_WINDOW_SIZE,
+            h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: 64 * 1024,
+        }
+        self.h2.local_settings = h2.settings.Settings(client=False, initial_values=settings)
+        self.h2.initiate_connection()
+        self.h2.increment_flow_control_window(16 * INITIAL_WINDOW_SIZE)
+        await self.flush()
+        try:
+            while not self.closed:
+                with trio.move_on_after(self.server.idle_seconds) as idle:
+                    try:
+                        data = await self.stream.receive_some(RECEIVE_CHUNK)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError) as exc:
+                        self._mark_closed(f"read failed: {exc}")
+                        break
+                if idle.cancelled_caught:
+                    log.info("grpc: closing idle connection %s", self.remote_addr)
+                    self._goaway(h2.errors.ErrorCodes.NO_ERROR)
+                    await self.flush()
+                    self._mark_closed("idle")
+                    break
+                if not data:
+                    self._mark_closed("peer closed the connection")
+                    break
+                self.last_activity = trio.current_time()
+                try:
+                    events = self.h2.receive_data(data)
+                except h2.exceptions.ProtocolError as exc:
+                    log.warning("grpc: HTTP/2 protocol error from %s, closing the connection: %s",
+                                self.remote_addr, exc)
+                    self._goaway(getattr(exc, "error_code", None) or h2.errors.ErrorCodes.PROTOCOL_ERROR)
+                    await self.flush()
+                    self._mark_closed(f"protocol error: {exc}")
+                    break
+                except Exception as exc:  # noqa: BLE001 - bytes h2 itself cannot digest end this connection only
+                    log.warning("grpc: undecodable HTTP/2 input from %s, closing the connection: %s: %s",
+                                self.remote_addr, type(exc).__name__, exc)
+                    self._goaway(h2.errors.ErrorCodes.PROTOCOL_ERROR)
+                    await self.flush()
+                    self._mark_closed(f"undecodable input: {exc}")
+                    break
+                for event in events:
+                    self._handle(event, handlers_nursery)
+                await self.flush()
+        finally:
+            self._mark_closed("connection finished")
+
+    def _goaway(self, code: int) -> None:
+        try:
+            self.h2.close_connection(error_code=code)
+        except Exception:  # noqa: BLE001 - the state machine may already be closed
+            pass
+
+    def _handle(self, event: h2.events.Event, nursery: trio.Nursery) -> None:
+        if isinstance(event, h2.events.RequestReceived):
+            self._start_call(event, nursery)
+        elif isinstance(event, h2.events.DataReceived):
+            call = self.calls.get(event.stream_id)
+            if call is None:
+                self.ack(event.flow_controlled_length, event.stream_id)
+            else:
+                call._on_data(event.data, event.flow_controlled_length)
+        elif isinstance(event, (h2.events.StreamEnded, h2.events.TrailersReceived)):
+            call = self.calls.get(event.stream_id)
+            if call is not None:
+                call._on_end()
+        elif isinstance(event, h2.events.StreamReset):
+            call = self.calls.pop(event.stream_id, None)
+            if call is not None:
+                call._on_reset()
+        elif isinstance(event, h2.events.WindowUpdated):
+            if event.stream_id == 0:
+                self._conn_window.set()
+                for call in self.calls.values():
+                    call._on_window()
+            else:
+                call = self.calls.get(event.stream_id)
+                if call is not None:
+                    call._on_window()
+        elif isinstance(event, h2.events.RemoteSettingsChanged):
+            self._conn_window.set()
+            for call in self.calls.values():
+                call._on_window()
+        elif isinstance(event, h2.events.ConnectionTerminated):
+            self._mark_closed(f"GOAWAY from the peer (error code {event.error_code})")
+
+    def _refuse(self, stream_id: int, status: GrpcStatus, text: str) -> None:
+        try:
+            self.h2.send_headers(stream_id, trailers_only(status, text[:_MAX_STATUS_TEXT]), end_stream=True)
+        except h2.exceptions.H2Error:
+            pass
+
+    def _start_call(self, event: h2.events.RequestReceived, nursery: trio.Nursery) -> None:
+        sid = event.stream_id
+        headers: dict[str, str] = {}
+        for name, value in event.headers:
+            headers[_decode_header(name).lower()] = _decode_header(value)
+        if headers.get(":method") != "POST":
+            try:
+                self.h2.send_headers(sid, [(b":status", b"405")], end_stream=True)
+            except h2.exceptions.H2Error:
+                pass
+            return
+        if not is_grpc_content_type(headers.get("content-type")):
+            try:
+                self.h2.send_headers(sid, [(b":status", b"415"), (b"content-type", b"text/plain")], end_stream=True)
+            except h2.exceptions.H2Error:
+                pass
+            return
+        try:
+            service, method = parse_path(headers.get(":path", ""))
+            deadline = None
+            if "grpc-timeout" in headers:
+                deadline = trio.current_time() + parse_timeout(headers["grpc-timeout"])
+        except GrpcWireError as exc:
+            self._refuse(sid, exc.status, str(exc))
+            return
+        handler = self.server.handlers.get((service, method))
+        if handler is None:
+            self._refuse(sid, GrpcStatus.UNIMPLEMENTED, f"Method not found: {service}/{method}")
+            return
+        encoding = headers.get("grpc-encoding")
+        if encoding and encoding.strip().lower() not in ("identity", "gzip", "deflate"):
+            self._refuse(sid, GrpcStatus.UNIMPLEMENTED, f"Unsupported grpc-encoding {encoding[:40]}")
+            return
+        decoder = MessageDecoder(self.server.max_message_size, encoding)
+        call = GrpcCall(self, sid, service, method, headers, decoder, deadline)
+        self.calls[sid] = call
+        if event.stream_ended is not None:
+            call._on_end()
+        nursery.start_soon(self._run_call, call, handler)
+
+    async def _run_call(self, call: GrpcCall, handler: Handler) -> None:
+        status, text = GrpcStatus.OK, None
+        try:
+            with trio.CancelScope() as scope:
+                call.cancel_scope = scope
+                if call.deadline is not None:
+                    scope.deadline = call.deadline
+                try:
+                    await handler(call)
+                except Exception as raised:  # noqa: BLE001 - the handler's bug is ours: log it, answer INTERNAL
+                    exc = _leaf(raised)
+                    if isinstance(exc, CallCancelled):
+                        return
+                    if isinstance(exc, GrpcWireError):
+                        status, text = exc.status, str(exc)
+                    else:
+                        log.error("grpc %s/%s from %s failed", call.service, call.method, call.remote_addr,
+                                  exc_info=raised)
+                        status, text = GrpcStatus.INTERNAL, f"internal error: {type(exc).__name__}"
+            if scope.cancelled_caught and not call.cancelled:
+                status, text = GrpcStatus.DEADLINE_EXCEEDED, "deadline exceeded"
+            if not call.finished and not self.closed:
+                try:
+                    await call.finish(status, text)
+                except CallCancelled:
+                    pass
+        finally:
+            if self.calls.get(call.stream_id) is call:
+                del self.calls[call.stream_id]
+            call.finished = True
+
+    def goaway_soon(self) -> None:
+        """Graceful stop: no new streams (GOAWAY), the open ones go on."""
+        self._goaway(h2.errors.ErrorCodes.NO_ERROR)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """What a handler's exception group stands for: its first leaf that is not CallCancelled
+    (a nursery inside a handler wraps whatever its tasks raised), else CallCancelled."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc
+    leaves: list[BaseException] = []
+
+    def walk(e: BaseException) -> None:
+        if isinstance(e, BaseExceptionGroup):
+            for inner in e.exceptions:
+                walk(inner)
+        else:
+            leaves.append(e)
+    walk(exc)
+    return next((e for e in leaves if not isinstance(e, CallCancelled)), leaves[0] if leaves else exc)
+
+
+class GrpcServer:
+    """Listens on one port for TLS and h2c alike; `handlers` maps (service, method) to a handler."""
+
+    def __init__(self, handlers: Mapping[tuple[str, str], Handler], *, tls: TlsAcceptor | None = None,
+                 idle_seconds: float = DEFAULT_IDLE_SECONDS, grace_seconds: float = DEFAULT_GRACE_SECONDS,
+                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
+        self.handlers = dict(handlers)
+        self.tls = tls
+        if tls is not None and tls.cfg.mode.value != "disabled":
+            tls.context.set_alpn_protocols(["h2"])
+        self.idle_seconds = idle_seconds
+        self.grace_seconds = grace_seconds
+        self.max_message_size = max_message_size
+        self.connections: set[GrpcConnection] = set()
+        self.listen_addrs: list[tuple[str, int]] = []
+        self._listeners: list[trio.SocketListener] = []
+        self.stopping = trio.Event()
+        self._stopped = trio.Event()
+
+    async def open_listeners(self, endpoints: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+        self.listen_addrs = await open_tcp_endpoints(endpoints, self._listeners)
+        return self.listen_addrs
+
+    async def serve(self, *, task_status: trio.TaskStatus[list[tuple[str, int]]] = trio.TASK_STATUS_IGNORED) -> None:
+        if not self._listeners:
+            raise ValueError("GrpcServer.serve needs open_listeners first")
+        try:
+            async with trio.open_nursery() as connections:
+                async with trio.open_nursery() as acceptors:
+                    for listener in self._listeners:
+                        acceptors.start_soon(self._accept_loop, listener, connections)
+                    task_status.started(self.listen_addrs)
+                    await self.stopping.wait()
+                    acceptors.cancel_scope.cancel()
+                for listener in self._listeners:
+                    await listener.aclose()
+                for conn in list(self.connections):
+                    conn.goaway_soon()
+                    await conn.flush()
+                connections.cancel_scope.deadline = trio.current_time() + self.grace_seconds
+                with trio.move_on_after(self.grace_seconds):
+                    while any(c.calls for c in self.connections):
+                        await trio.sleep(0.05)
+                connections.cancel_scope.cancel()
+        finally:
+            self._stopped.set()
+
+    async def _accept_loop(self, listener: trio.SocketListener, connections: trio.Nursery) -> None:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                log.warning("grpc accept failed: %s", exc)
+                await trio.sleep(0.1)
+                continue
+            connections.start_soon(self._serve_connection, stream)
+
+    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        try:
+            remote = format_addr(stream.socket.getpeername())
+            local = format_addr(stream.socket.getsockname())
+        except OSError:
+            remote = local = ""
+        served: trio.abc.Stream | None = stream
+        try:
+            if self.tls is not None:
+                served = await self.tls.wrap(stream)
+            if served is None:
+                await trio.aclose_forcefully(stream)
+                return
+            conn = GrpcConnection(self, served, remote, local)
+            self.connections.add(conn)
+            try:
+                async with trio.open_nursery() as handlers:
+                    await conn.serve(handlers)
+                    handlers.cancel_scope.cancel()
+            finally:
+                self.connections.discard(conn)
+        except Exception:  # noqa: BLE001 - one broken connection never stops the server
+            log.exception("grpc connection %s failed", remote)
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(served if served is not None else stream)
+
+    async def stop(self) -> None:
+        self.stopping.set()
+        await self._stopped.wait()
+
+
+__all__ = ["CallCancelled", "GrpcCall", "GrpcConnection", "GrpcServer", "Handler"]

@@ -1,0 +1,177 @@
+"""broker/grpc_server.py in-process: unary, server- and client-streaming calls through grpcio,
+trailers-only answers, deadlines, idle connections, graceful stop, and arbitrary bytes after the
+HTTP/2 preface (hypothesis): the server answers or closes, logs no error, and keeps serving."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+import pytest
+import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rmqd.broker.grpc_server import GrpcCall, GrpcServer
+from rmqd.wire.grpc import GrpcStatus
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+async def echo(call: GrpcCall) -> None:
+    msg = await call.recv()
+    assert msg is not None
+    await call.send(msg[::-1])
+    await call.finish()
+
+
+async def count(call: GrpcCall) -> None:
+    n = 0
+    while (await call.recv()) is not None:
+        n += 1
+    for i in range(n):
+        await call.send(bytes([i]))
+    await call.finish(GrpcStatus.NOT_FOUND, "done ✓")
+
+
+async def sleepy(call: GrpcCall) -> None:
+    await call.recv()
+    await trio.sleep(30)
+
+
+async def boom(call: GrpcCall) -> None:
+    raise RuntimeError("handler bug")
+
+
+HANDLERS = {("t.S", "Echo"): echo, ("t.S", "Count"): count, ("t.S", "Sleepy"): sleepy, ("t.S", "Boom"): boom}
+
+
+def _with_server(client, **kw):  # type: ignore[no-untyped-def]
+    async def main() -> object:
+        server = GrpcServer(HANDLERS, **kw)
+        await server.open_listeners([("127.0.0.1", 0)])
+        with trio.fail_after(60):
+            async with trio.open_nursery() as n:
+                (addr,) = await n.start(server.serve)
+                try:
+                    return await client(server, addr[1])
+                finally:
+                    await server.stop()
+    return trio.run(main)
+
+
+def test_unary_streaming_statuses_and_deadlines() -> None:
+    def blocking(port: int) -> dict:
+        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        out: dict = {"echo": ch.unary_unary("/t.S/Echo")(b"abc", timeout=5)}
+        it = ch.stream_stream("/t.S/Count")(iter([b"x", b"y", b"z"]), timeout=5)
+        got = []
+        try:
+            for m in it:
+                got.append(m)
+        except grpc.RpcError as exc:
+            out["count_status"] = (exc.code(), exc.details())
+        out["count"] = got
+        for name, path, kw in (("unknown", "/t.S/Nope", {}), ("boom", "/t.S/Boom", {}),
+                               ("deadline", "/t.S/Sleepy", {"timeout": 0.5})):
+            try:
+                ch.unary_unary(path)(b"x", **({"timeout": 5} | kw))
+            except grpc.RpcError as exc:
+                out[name] = exc.code()
+        out["big"] = len(ch.unary_unary("/t.S/Echo")(b"q" * (3 * 1024 * 1024), timeout=20))
+        ch.close()
+        return out
+
+    async def client(server: GrpcServer, port: int) -> dict:
+        return await trio.to_thread.run_sync(blocking, port)
+
+    out = _with_server(client)
+    assert out["echo"] == b"cba"
+    assert out["count"] == [b"\x00", b"\x01", b"\x02"]
+    assert out["count_status"] == (grpc.StatusCode.NOT_FOUND, "done ✓")
+    assert out["unknown"] == grpc.StatusCode.UNIMPLEMENTED
+    assert out["boom"] == grpc.StatusCode.INTERNAL
+    assert out["deadline"] == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert out["big"] == 3 * 1024 * 1024
+
+
+def test_idle_connection_is_closed() -> None:
+    async def client(server: GrpcServer, port: int) -> bool:
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            await stream.send_all(PREFACE + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+            with trio.fail_after(10):
+                while True:
+                    data = await stream.receive_some(65536)
+                    if not data:
+                        return True
+    assert _with_server(client, idle_seconds=0.5)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.binary(min_size=0, max_size=200), min_size=1, max_size=6))
+def test_arbitrary_bytes_after_the_preface(chunks: list[bytes]) -> None:
+    errors: list[logging.LogRecord] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.ERROR:
+                errors.append(record)
+
+    handler = Catch()
+    logging.getLogger("rmqd").addHandler(handler)
+    try:
+        async def client(server: GrpcServer, port: int) -> None:
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            async with stream:
+                try:
+                    await stream.send_all(PREFACE)
+                    for chunk in chunks:
+                        await stream.send_all(chunk)
+                except (trio.BrokenResourceError, OSError):
+                    pass
+                with trio.move_on_after(0.3):
+                    try:
+                        while await stream.receive_some(65536):
+                            pass
+                    except (trio.BrokenResourceError, OSError):
+                        pass
+            # and the server still serves
+            def check() -> bytes:
+                ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+                try:
+                    return ch.unary_unary("/t.S/Echo")(b"ok", timeout=5)
+                finally:
+                    ch.close()
+            assert await trio.to_thread.run_sync(check) == b"ko"
+        _with_server(client)
+    finally:
+        logging.getLogger("rmqd").removeHandler(handler)
+    assert not errors, [r.getMessage() for r in errors]
+
+
+@pytest.mark.parametrize("mode", ["tls", "h2c"])
+def test_tls_and_h2c_share_the_port(mode: str) -> None:
+    import ssl
+
+    from rmqd.broker.tls import TlsAcceptor, TlsConfig
+
+    async def client(server: GrpcServer, port: int) -> str | None:
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        if mode == "tls":
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            ctx.set_alpn_protocols(["h2"])
+            tls = trio.SSLStream(stream, ctx, server_hostname="localhost")
+            await tls.do_handshake()
+            proto = tls.selected_alpn_protocol()
+            await tls.aclose()
+            return proto
+        async with stream:
+            await stream.send_all(PREFACE + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+            data = await stream.receive_some(65536)
+            return "h2c" if data[3:4] == b"\x04" else None
+
+    got = _with_server(client, tls=TlsAcceptor(TlsConfig(), "grpc-test"))
+    assert got == ("h2" if mode == "tls" else "h2c")
