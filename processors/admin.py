@@ -66,7 +66,7 @@ class AdminBrokerProcessor:
         if refused is not None:
             return refused
         log.info("updateAndCreateTopic %s called by %s", h.topic, ctx.channel.remote_addr)
-        self.broker.update_topic_config(
+        await self.broker.update_topic_config(
             topic=h.topic, read_queue_nums=int(h.readQueueNums), write_queue_nums=int(h.writeQueueNums),
             perm=int(h.perm), topic_filter_type=getattr(h, "topicFilterType", None) or "SINGLE_TAG",
             topic_sys_flag=int(getattr(h, "topicSysFlag", None) or 0),

@@ -185,3 +185,7 @@ class ConfigManager(ABC):
         with self._persist_lock:
             self.set_aside_unreadable()
             string_to_file(self.encode(pretty=True), self.path)
+            self.after_persist()
+
+    def after_persist(self) -> None:
+        """Called (under the persist lock) once a save is on disk."""

@@ -13,12 +13,12 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from rmqd.store.config_files import TOPICS_JSON, ConfigManager, config_path, java_map_order
 from rmqd.store.consumequeue import SCHEDULE_TOPIC
 from rmqd.wire.bodies import (PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig,
-                         TopicConfigSerializeWrapper, to_json_obj)
+                         TopicConfigSerializeWrapper)
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
 RMQ_SYS_SCHEDULE_TOPIC = SCHEDULE_TOPIC
@@ -71,6 +71,16 @@ class TopicConfigManager(ConfigManager):
         self.data_version = DataVersion(timestamp=now_ms(), counter=0)
         self.system_topics: set[str] = set()
         self._lock = threading.RLock()
+        # registration: the topics changed since the last snapshot taken for the name servers
+        self._unregistered: set[str] = set()
+        # saving: every change bumps change_seq; persisted_seq is the change_seq the file holds.
+        # With ``deferred_persist`` set (by a running broker) a change only calls it, and the
+        # broker's writer saves soon after, once for however many changes came meanwhile;
+        # without it (tools, tests, a broker not yet running) each change saves at once.
+        self.change_seq = 0
+        self.persisted_seq = 0
+        self._encoded_seq = 0
+        self.deferred_persist: Callable[[], None] | None = None
 
         def sys_topic(name: str, queues: int | None = None, perm: int | None = None) -> None:
             tc = TopicConfig(topicName=name)
@@ -97,8 +107,11 @@ class TopicConfigManager(ConfigManager):
     # -- file -------------------------------------------------------------------------------
     def encode_obj(self) -> Any:
         with self._lock:
+            self._encoded_seq = self.change_seq
             table = java_map_order(self.topic_config_table, 1024)  # ConcurrentHashMap(1024)
-            return to_json_obj(TopicConfigSerializeWrapper(table, self.data_version))
+            # the bean itself: fastjson's writer has a fast path for TopicConfig
+            return TopicConfigSerializeWrapper(table, DataVersion(self.data_version.timestamp,
+                                                                  self.data_version.counter))
 
     def decode_obj(self, obj: Any) -> None:
         w = TopicConfigSerializeWrapper.from_json_obj(obj)
@@ -106,10 +119,30 @@ class TopicConfigManager(ConfigManager):
             self.topic_config_table.update(w.topicConfigTable)
             self.data_version = DataVersion(timestamp=w.dataVersion.timestamp, counter=w.dataVersion.counter)
 
+    def after_persist(self) -> None:
+        self.persisted_seq = max(self.persisted_seq, self._encoded_seq)
+
     def build_topic_config_serialize_wrapper(self) -> TopicConfigSerializeWrapper:
         with self._lock:
             return TopicConfigSerializeWrapper(dict(self.topic_config_table),
                                                DataVersion(self.data_version.timestamp, self.data_version.counter))
+
+    def take_registration_snapshot(self) -> TopicConfigSerializeWrapper:
+        """The whole table for a full registration; what changed before is in it."""
+        with self._lock:
+            self._unregistered.clear()
+            return self.build_topic_config_serialize_wrapper()
+
+    def take_registration_delta(self) -> TopicConfigSerializeWrapper:
+        """The topics changed since the last snapshot, with the current DataVersion (taken
+        together under the lock: a name server that takes this version has every topic the
+        version counts). Deleted topics are left out: a name server keeps their routes until
+        told otherwise, as after 4.9's full registrations."""
+        with self._lock:
+            names, self._unregistered = self._unregistered, set()
+            table = {n: self.topic_config_table[n] for n in names if n in self.topic_config_table}
+            return TopicConfigSerializeWrapper(table, DataVersion(self.data_version.timestamp,
+                                                                  self.data_version.counter))
 
     # -- queries ----------------------------------------------------------------------------
     def select_topic_config(self, topic: str) -> TopicConfig | None:
@@ -120,9 +153,14 @@ class TopicConfigManager(ConfigManager):
         return bool(tc and tc.order)
 
     # -- changes ----------------------------------------------------------------------------
-    def _changed(self) -> None:
+    def _changed(self, *names: str) -> None:
         next_version(self.data_version)
-        self.persist()
+        self.change_seq += 1
+        self._unregistered.update(names)
+        if self.deferred_persist is not None:
+            self.deferred_persist()
+        else:
+            self.persist()
 
     def create_topic_in_send_message_method(self, topic: str, default_topic: str,
                                             client_default_topic_queue_nums: int,
@@ -145,7 +183,7 @@ class TopicConfigManager(ConfigManager):
                              perm=default.perm & ~PERM_INHERIT, topicFilterType=default.topicFilterType,
                              topicSysFlag=topic_sys_flag)
             self.topic_config_table[topic] = tc
-            self._changed()
+            self._changed(topic)
             return tc, True
 
     def create_topic_in_send_message_back_method(self, topic: str, client_default_topic_queue_nums: int,
@@ -158,29 +196,29 @@ class TopicConfigManager(ConfigManager):
             tc = TopicConfig(topicName=topic, readQueueNums=client_default_topic_queue_nums,
                              writeQueueNums=client_default_topic_queue_nums, perm=perm, topicSysFlag=topic_sys_flag)
             self.topic_config_table[topic] = tc
-            self._changed()
+            self._changed(topic)
             return tc, True
 
     def update_topic_config(self, tc: TopicConfig) -> None:
         with self._lock:
             self.topic_config_table[tc.topicName] = tc
-            self._changed()
+            self._changed(tc.topicName)
 
     def update_order_topic_config(self, order_topics: set[str]) -> None:
         """``updateOrderTopicConfig`` from the name server's ORDER_TOPIC_CONFIG KV table."""
         with self._lock:
-            changed = False
+            changed = []
             for name, tc in self.topic_config_table.items():
                 want = name in order_topics
                 if tc.order != want:
                     tc.order = want
-                    changed = True
+                    changed.append(name)
             if changed:
-                self._changed()
+                self._changed(*changed)
 
     def delete_topic_config(self, topic: str) -> bool:
         with self._lock:
             if self.topic_config_table.pop(topic, None) is None:
                 return False
-            self._changed()
+            self._changed(topic)
             return True

@@ -1,0 +1,220 @@
+"""Registrations and topics.json saves: one in flight, the rest coalesced; increments carry
+the changed topics with the current DataVersion; a failure makes the next one full; a live
+broker creating hundreds of topics leaves the name server with every one of them, the file
+with every one of them, and far fewer registrations and saves than topics."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import trio
+
+from broker_harness import run_with_broker
+from rmqd.broker.registration import BrokerRegistrar, Coalescer
+from rmqd.store.topic_config import TopicConfigManager
+from rmqd.wire.bodies import TopicConfig, TopicConfigSerializeWrapper, TopicList
+from rmqd.wire.codes import RequestCode, ResponseCode
+
+
+def test_coalescer_runs_one_at_a_time_and_serves_every_ask_made_meanwhile() -> None:
+    async def main() -> None:
+        release = trio.Event()
+        started = trio.Event()
+        state = {"runs": 0, "in_flight": 0, "max": 0}
+
+        async def work() -> None:
+            state["in_flight"] += 1
+            state["max"] = max(state["max"], state["in_flight"])
+            started.set()
+            await release.wait()
+            state["runs"] += 1
+            state["in_flight"] -= 1
+
+        c = Coalescer("test", work)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(c.run)
+            first = c.request()
+            await started.wait()  # the first run is in flight
+            later = [c.request() for _ in range(50)]
+            waited = []
+
+            async def waiter(ticket: int) -> None:
+                await c.wait(ticket)
+                waited.append(ticket)
+
+            for t in later:
+                nursery.start_soon(waiter, t)
+            await trio.testing.wait_all_tasks_blocked()
+            assert waited == [] and state["in_flight"] == 1
+            release.set()
+            with trio.fail_after(10):
+                await c.wait(later[-1])
+                await trio.testing.wait_all_tasks_blocked()
+            assert state == {"runs": 2, "in_flight": 0, "max": 1}  # the first run, then one for all 50
+            assert sorted(waited) == later and first < later[0]
+            await c.wait(first)  # served long ago: returns at once
+            nursery.cancel_scope.cancel()
+
+    import trio.testing  # noqa: F401 - wait_all_tasks_blocked
+
+    trio.run(main)
+
+
+def test_coalescer_survives_a_failing_run() -> None:
+    async def main() -> None:
+        calls = []
+
+        async def work() -> None:
+            calls.append(1)
+            if len(calls) == 1:
+                raise RuntimeError("boom")
+
+        c = Coalescer("test", work)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(c.run)
+            with trio.fail_after(10):
+                await c.request_and_wait()
+                await c.request_and_wait()
+            assert len(calls) == 2
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+
+
+def test_registrar_full_then_increments_then_full_after_a_failure(tmp_path: Path) -> None:
+    topics = TopicConfigManager(tmp_path)
+    sent: list[tuple[TopicConfigSerializeWrapper, bool]] = []
+    answers = [True, True, False, True, True]
+
+    async def send(wrapper: TopicConfigSerializeWrapper, check_order: bool) -> bool:
+        sent.append((wrapper, check_order))
+        return answers[len(sent) - 1]
+
+    async def main() -> None:
+        registrar = BrokerRegistrar(topics, send)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(registrar.run)
+            with trio.fail_after(10):
+                await registrar.wait(registrar.request_increment())  # the first is full regardless
+                full = sent[-1][0]
+                assert "TBW102" in full.topicConfigTable and full.dataVersion == topics.data_version
+
+                for name in ("A", "B"):
+                    topics.create_topic_in_send_message_method(name, "TBW102", 8, 0)
+                await registrar.wait(registrar.request_increment())
+                inc = sent[-1][0]
+                assert set(inc.topicConfigTable) == {"A", "B"} and inc.dataVersion == topics.data_version
+                assert sent[-1][1] is False  # auto-create: no order-config check (4.9: checkOrderConfig=false)
+
+                await registrar.wait(registrar.request_increment())  # nothing changed: nothing sent
+                assert len(sent) == 2
+
+                topics.update_topic_config(TopicConfig("C", 2, 2, 6))
+                await registrar.wait(registrar.request_increment(check_order_config=True))  # this one fails
+                assert set(sent[-1][0].topicConfigTable) == {"C"} and sent[-1][1] is True
+
+                topics.create_topic_in_send_message_method("D", "TBW102", 8, 0)
+                await registrar.wait(registrar.request_increment())
+                assert {"A", "B", "C", "D", "TBW102"} <= set(sent[-1][0].topicConfigTable)  # full again
+                assert registrar.sent_full == 2 and registrar.sent_increments == 2
+            nursery.cancel_scope.cancel()
+
+    topics.deferred_persist = lambda: None  # saving is not what this test is about
+    trio.run(main)
+
+
+def test_snapshot_and_delta_carry_the_version_that_counts_them(tmp_path: Path) -> None:
+    topics = TopicConfigManager(tmp_path)
+    topics.deferred_persist = lambda: None
+    topics.take_registration_snapshot()
+    topics.create_topic_in_send_message_method("X", "TBW102", 8, 0)
+    topics.delete_topic_config("X")
+    topics.create_topic_in_send_message_method("Y", "TBW102", 4, 0)
+    delta = topics.take_registration_delta()
+    assert list(delta.topicConfigTable) == ["Y"] and delta.dataVersion == topics.data_version
+    assert topics.take_registration_delta().topicConfigTable == {}
+
+
+def test_changes_are_saved_by_the_broker_writer_not_per_change(tmp_path: Path) -> None:
+    topics = TopicConfigManager(tmp_path)
+    asked = []
+    topics.deferred_persist = lambda: asked.append(1)
+    for i in range(20):
+        topics.create_topic_in_send_message_method(f"T{i}", "TBW102", 8, 0)
+    assert len(asked) == 20 and not (tmp_path / "config" / "topics.json").exists()
+    assert topics.change_seq == 20 and topics.persisted_seq == 0
+    topics.persist()
+    assert topics.persisted_seq == 20
+    saved = json.loads((tmp_path / "config" / "topics.json").read_text())
+    assert {f"T{i}" for i in range(20)} <= set(saved["topicConfigTable"])
+    topics.deferred_persist = None
+    topics.create_topic_in_send_message_method("Now", "TBW102", 8, 0)  # no writer: saved at once
+    assert topics.persisted_seq == 21
+
+
+N_TOPICS = 300
+
+
+def test_live_broker_creating_many_topics_registers_them_all_with_few_registrations(tmp_path: Path) -> None:
+    """Auto-create by sending from several connections at once, and UPDATE_AND_CREATE_TOPIC:
+    never two registrations (or saves) in flight, far fewer of either than topics, and in the
+    end the name server routes every topic and topics.json holds every topic."""
+
+    async def fn(h) -> None:
+        role = h.role
+        seen = {"reg": 0, "reg_max": 0, "save": 0, "save_max": 0}
+        outer = role._outer
+        real_register = outer.register_broker_all
+
+        async def counting_register(**kw):
+            seen["reg"] += 1
+            seen["reg_max"] = max(seen["reg_max"], role.registrar.worker.in_flight)
+            await trio.sleep(0.01)  # a name server that takes a while: requests pile up behind
+            return await real_register(**kw)
+
+        outer.register_broker_all = counting_register
+        real_save = role.topic_config_manager.persist
+
+        def counting_save() -> None:
+            seen["save"] += 1
+            seen["save_max"] = max(seen["save_max"], role.topics_writer.in_flight)
+            real_save()
+
+        role.topic_config_manager.persist = counting_save
+
+        async def sender(k: int) -> None:
+            for i in range(k, N_TOPICS, 4):
+                r = await h.send_v2(f"Scale{i}", b"x", default_topic_queue_nums=8)
+                assert r.code == ResponseCode.SUCCESS, r.remark
+
+        t0 = time.monotonic()
+        async with trio.open_nursery() as nursery:
+            for k in range(4):
+                nursery.start_soon(sender, k)
+        for i in range(20):  # UPDATE_AND_CREATE_TOPIC: routable as soon as it is answered
+            r = await h.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                "topic": f"Adm{i}", "defaultTopic": "TBW102", "readQueueNums": "8", "writeQueueNums": "8",
+                "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
+            assert r.code == ResponseCode.SUCCESS
+            route = await h.invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": f"Adm{i}"}, addr=h.namesrv_addr)
+            assert route.code == ResponseCode.SUCCESS
+            assert role.topic_config_manager.persisted_seq == role.topic_config_manager.change_seq  # on disk
+        with trio.fail_after(20):
+            await role.registrar.worker.drain()
+            await role.topics_writer.drain()
+        elapsed = time.monotonic() - t0
+
+        r = await h.invoke(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, addr=h.namesrv_addr)
+        listed = set(TopicList.decode(r.body).topicList)
+        wanted = {f"Scale{i}" for i in range(N_TOPICS)} | {f"Adm{i}" for i in range(20)}
+        assert wanted <= listed
+        saved = json.loads((Path(role.settings.store.storePathRootDir) / "config" / "topics.json").read_text())
+        assert wanted <= set(saved["topicConfigTable"])
+        assert seen["reg_max"] == 1 and seen["save_max"] == 1
+        # each admin create waits for its own registration and save; the 300 sends share theirs
+        assert seen["reg"] < N_TOPICS // 3 + 20 + 5, (seen, elapsed)
+        assert seen["save"] < N_TOPICS // 3 + 20 + 5, (seen, elapsed)
+
+    run_with_broker(tmp_path, fn, timeout=120)
