@@ -199,7 +199,8 @@ class BrokerRole:
         self._outer: BrokerOuterAPI | None = None
         # one REGISTER_BROKER and one topics.json save in flight, later asks coalesced (registration.py)
         self.registrar = BrokerRegistrar(self.topic_config_manager, self._send_registration)
-        self.topics_writer = Coalescer("saving topics.json", self._persist_topics)
+        # (saves nobody waits for, after auto-created topics, keep the writer busy 1/5 of the time at most)
+        self.topics_writer = Coalescer("saving topics.json", self._persist_topics, pace=4.0)
         self._nursery: trio.Nursery | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._config_version = {"counter": 0, "timestamp": now_ms()}
@@ -507,7 +508,8 @@ class BrokerRole:
         """The queues first: when the store cannot delete them yet (StoreBusyError, raised to
         the caller) the topic is left whole, config included."""
         await trio.to_thread.run_sync(self.store.delete_topics, {topic})
-        self.topic_config_manager.delete_topic_config(topic)
+        if self.topic_config_manager.delete_topic_config(topic) and self._nursery is not None:
+            await self.topics_writer.wait(self.topics_writer.request())  # answered once saved, as 4.9
 
     def update_subscription_group_from_body(self, body: bytes) -> None:
         if not body:

@@ -35,11 +35,21 @@ class Coalescer:
     """Runs ``work`` whenever asked, never two at once; asks made during a run share the
     next run. ``request()`` returns a ticket; ``await wait(ticket)`` returns once a run that
     started after the request has finished (whether it succeeded is ``work``'s business).
-    Call ``request`` on the trio thread (from other threads through the trio token)."""
+    Call ``request`` on the trio thread (from other threads through the trio token).
 
-    def __init__(self, name: str, work: Callable[[], Awaitable[None]]) -> None:
+    ``pace``: while nobody waits, the next run starts no sooner than ``pace`` times the last
+    run's duration after it (at most ``max_pause`` s): a job whose cost grows with the table
+    (a topics.json save) then takes a bounded share of the time however often it is asked
+    for; a waiter cuts the pause short."""
+
+    def __init__(self, name: str, work: Callable[[], Awaitable[None]], *, pace: float = 0.0,
+                 max_pause: float = 1.0) -> None:
         self.name = name
         self._work = work
+        self.pace = pace
+        self.max_pause = max_pause
+        self._waiting = 0
+        self._urgent = trio.Event()
         self._asked = 0     # tickets handed out
         self._done = 0      # every ticket up to this one is served
         self._wake = trio.Event()
@@ -57,8 +67,15 @@ class Coalescer:
         return self._asked > self._done
 
     async def wait(self, ticket: int) -> None:
-        while self._done < ticket:
-            await self._progress.wait()
+        if self._done >= ticket:
+            return
+        self._waiting += 1
+        self._urgent.set()
+        try:
+            while self._done < ticket:
+                await self._progress.wait()
+        finally:
+            self._waiting -= 1
 
     async def request_and_wait(self) -> None:
         await self.wait(self.request())
@@ -71,6 +88,7 @@ class Coalescer:
                 await self._wake.wait()
             covered = self._asked  # everything asked so far is served by this run
             self.in_flight += 1
+            started = trio.current_time()
             try:
                 await self._work()
             except Exception:  # noqa: BLE001 - one failed run must not end the worker
@@ -81,6 +99,10 @@ class Coalescer:
             self._done = covered
             self._progress.set()
             self._progress = trio.Event()
+            if self.pace and self._asked > self._done and not self._waiting:
+                self._urgent = trio.Event()
+                with trio.move_on_after(min(self.pace * (trio.current_time() - started), self.max_pause)):
+                    await self._urgent.wait()
 
     async def drain(self) -> None:
         """Until nothing asked is left unserved (the worker must be running)."""

@@ -42,7 +42,7 @@ from typing import Callable, Iterator, Mapping, NamedTuple, Sequence
 from construct import Int32sb, Int64sb, Struct
 
 from rmqd.store.layout import struct_of
-from rmqd.store.mapped_file import MappedFileQueue
+from rmqd.store.mapped_file import FileHandles, MappedFileQueue
 from rmqd.wire.message import MessageConst, java_string_hash
 
 CQ_UNIT = Struct(
@@ -110,7 +110,9 @@ class ConsumeQueue:
     Offsets are in units unless named ``*_logic_offset`` (bytes)."""
 
     def __init__(self, topic: str, queue_id: int, store_path: str | os.PathLike,
-                 mapped_file_size: int = 300_000 * CQ_STORE_UNIT_SIZE) -> None:
+                 mapped_file_size: int = 300_000 * CQ_STORE_UNIT_SIZE, handles: FileHandles | None = None) -> None:
+        """``handles``: the store's consume-queue descriptors; files are then mapped only when
+        read through ``mm`` (see :class:`LazyMappedFile`), recovery reads them with pread."""
         if mapped_file_size % CQ_STORE_UNIT_SIZE:
             raise ValueError(f"mappedFileSizeConsumeQueue {mapped_file_size} is not a multiple of 20")
         self.topic = topic
@@ -118,7 +120,7 @@ class ConsumeQueue:
         self.store_path = Path(store_path)
         self.queue_dir = self.store_path / topic / str(queue_id)
         self.mapped_file_size = mapped_file_size
-        self.mapped_file_queue = MappedFileQueue(self.queue_dir, mapped_file_size, preallocate=False)
+        self.mapped_file_queue = MappedFileQueue(self.queue_dir, mapped_file_size, preallocate=False, handles=handles)
         self.max_physic_offset = -1
         self.min_logic_offset = 0
 
@@ -134,17 +136,18 @@ class ConsumeQueue:
 
     def recover(self) -> None:
         """``ConsumeQueue.recover``: from the third-last file, find the end of valid units
-        and truncate everything after it."""
+        and truncate everything after it. Reads what 4.9.8 reads: those files' units up to
+        the first invalid one (see :func:`read_valid_units`), nothing of the files before."""
         files = self.files
         if not files:
             return
         index = max(len(files) - 3, 0)
         mf = files[index]
         while True:
-            valid = valid_unit_prefix(mf.mm, mf.file_size // CQ_STORE_UNIT_SIZE)
+            valid, last = read_valid_units(mf, keep=False)
             file_offset = valid * CQ_STORE_UNIT_SIZE
             if valid:
-                offset, size, _tags = _UNIT.unpack_from(mf.mm, file_offset - CQ_STORE_UNIT_SIZE)
+                offset, size, _tags = _UNIT.unpack(last)
                 self.max_physic_offset = offset + size
             if file_offset == self.mapped_file_size and index + 1 < len(files):
                 index += 1
@@ -170,14 +173,17 @@ class ConsumeQueue:
             units = mf.file_size // CQ_STORE_UNIT_SIZE
             if units == 0:
                 return
-            offset, size, _tags = _UNIT.unpack_from(mf.mm, 0)
+            first = mf.read(0, CQ_STORE_UNIT_SIZE)
+            offset, size, _tags = _UNIT.unpack(first)
             if offset >= phy_offset:  # the whole file points past the end (unit 0 is not validated, as Java)
                 mfq.delete_last_mapped_file()
                 continue
             # units 1.. stay while valid and before phy_offset
-            valid = 1 + valid_unit_prefix(memoryview(mf.mm)[CQ_STORE_UNIT_SIZE:], units - 1)
-            keep = 1 + _first_offset_at_least(mf.mm, 1, valid, phy_offset)
-            last_offset, last_size, _ = _UNIT.unpack_from(mf.mm, (keep - 1) * CQ_STORE_UNIT_SIZE)
+            valid, data = read_valid_units(mf, keep=True, first_unit=1)
+            buf = first + data
+            valid += 1
+            keep = 1 + _first_offset_at_least(buf, 1, valid, phy_offset)
+            last_offset, last_size, _ = _UNIT.unpack_from(buf, (keep - 1) * CQ_STORE_UNIT_SIZE)
             mf.wrote_position = mf.flushed_position = keep * CQ_STORE_UNIT_SIZE
             self.max_physic_offset = last_offset + last_size
             if keep < units:
@@ -186,10 +192,20 @@ class ConsumeQueue:
 
     @staticmethod
     def _zero_tail(mf, pos: int) -> None:
-        zero = bytes(CQ_STORE_UNIT_SIZE)
-        end = pos
-        while end < mf.file_size and mf.mm[end:end + CQ_STORE_UNIT_SIZE] != zero:
-            end += CQ_STORE_UNIT_SIZE
+        """Zero the units from ``pos`` up to the first all-zero one (what was written past
+        the new end)."""
+        end, chunk = pos, CQ_STORE_UNIT_SIZE  # usually the first unit is zero already
+        limit = min(mf.file_size, _round_up_to_unit(mf.data_end()))
+        while end < limit:
+            stop = min(end + chunk, limit)
+            cut = (stop // _PAGE * _PAGE) // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE
+            data = mf.read(end, (cut if end < cut < stop else stop) - end)
+            at = _first_zero_unit(data)
+            if at >= 0:
+                end += at
+                break
+            end += len(data) - len(data) % CQ_STORE_UNIT_SIZE
+            chunk = min(max(chunk * 2, _SCAN_FIRST), _SCAN_MAX)
         if end > pos:
             mf.write_at(pos, bytes(end - pos))
 
@@ -322,7 +338,7 @@ class ConsumeQueue:
             return -1
         last = -1
         w = mf.wrote_position
-        for offset, size, _ in _UNIT.iter_unpack(mf.mm[max(w - CQ_STORE_UNIT_SIZE, 0):w]):
+        for offset, size, _ in _UNIT.iter_unpack(mf.read(max(w - CQ_STORE_UNIT_SIZE, 0), min(w, CQ_STORE_UNIT_SIZE))):
             if offset >= 0 and size > 0:
                 last = offset + size
         return last
@@ -380,10 +396,18 @@ class ConsumeQueue:
         mf = self.mapped_file_queue.get_first_mapped_file()
         if mf is None:
             return
-        for i, (offset, _size, _tags) in enumerate(_UNIT.iter_unpack(mf.mm[:mf.wrote_position])):
-            if offset >= phy_min_offset:
-                self.min_logic_offset = mf.file_from_offset + i * CQ_STORE_UNIT_SIZE
+        pos, chunk, end = 0, _SCAN_FIRST, mf.wrote_position
+        while pos < end:  # the units a forward scan reads, a page's worth at a time at first
+            data = mf.read(pos, min(chunk, end - pos))
+            data = data[:len(data) - len(data) % CQ_STORE_UNIT_SIZE]
+            if not data:
                 return
+            for i, (offset, _size, _tags) in enumerate(_UNIT.iter_unpack(data)):
+                if offset >= phy_min_offset:
+                    self.min_logic_offset = mf.file_from_offset + pos + i * CQ_STORE_UNIT_SIZE
+                    return
+            pos += len(data)
+            chunk = min(chunk * 2, _SCAN_MAX)
 
     def delete_expired_file(self, phy_min_offset: int) -> int:
         """``deleteExpiredFile``: remove leading files whose last unit points below the
@@ -469,6 +493,64 @@ def valid_unit_prefix(buf, units: int) -> int:
 
 
 _ZERO_UNIT = bytes(CQ_STORE_UNIT_SIZE)
+_PAGE = 4096
+_SCAN_FIRST = (_PAGE // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE  # the units of the first page
+_SCAN_MAX = (1 << 20) // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE
+
+
+def _round_up_to_unit(n: int) -> int:
+    return -(-n // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
+
+
+def _first_zero_unit(data: bytes) -> int:
+    """Byte position of the first all-zero unit of ``data``, -1 if none."""
+    pos = 0
+    while True:
+        at = data.find(_ZERO_UNIT, pos)
+        if at < 0 or at + CQ_STORE_UNIT_SIZE > len(data):
+            return -1
+        if at % CQ_STORE_UNIT_SIZE == 0:
+            return at
+        pos = at + CQ_STORE_UNIT_SIZE - at % CQ_STORE_UNIT_SIZE
+
+
+def read_valid_units(mf, *, keep: bool, first_unit: int = 0) -> tuple[int, bytes]:
+    """How many units of ``mf`` from ``first_unit`` on are valid (offset >= 0, size > 0)
+    before the first one that is not, and their bytes (``keep``) or just the last valid
+    unit's (else; b"" when none).
+
+    Reads as 4.9.8's unit-by-unit scan touches the file - up to the first invalid unit -
+    with pread in chunks, without mapping the file: the first chunk is the units of one
+    page, each next one twice as long (up to 1 MiB), and none goes past the file's first
+    hole (SEEK_HOLE; a consume queue is sparse, written from its start), so a queue of a
+    few messages costs one page and a 5.7 MiB file is not read whole for them."""
+    limit = min(mf.file_size, _round_up_to_unit(max(mf.data_end(), 1)))
+    pos = first_unit * CQ_STORE_UNIT_SIZE
+    chunk = _SCAN_FIRST
+    valid = 0
+    parts: list[bytes] = []
+    last = b""
+    while pos < limit:
+        end = min(pos + chunk, limit)
+        cut = (end // _PAGE * _PAGE) // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE
+        if pos < cut < end:  # stop at the last whole unit before a page boundary: the next page
+            end = cut        # is read only if every unit before it is valid, as a unit-by-unit scan
+        data = mf.read(pos, end - pos)
+        units = len(data) // CQ_STORE_UNIT_SIZE
+        if units == 0:
+            break
+        v = valid_unit_prefix(data, units)
+        valid += v
+        if v:
+            if keep:
+                parts.append(data[:v * CQ_STORE_UNIT_SIZE])
+            else:
+                last = data[(v - 1) * CQ_STORE_UNIT_SIZE:v * CQ_STORE_UNIT_SIZE]
+        if v < units:
+            break
+        pos += units * CQ_STORE_UNIT_SIZE
+        chunk = min(chunk * 2, _SCAN_MAX)
+    return valid, (b"".join(parts) if keep else last)
 
 
 def _first_offset_at_least(buf, first: int, end: int, phy_offset: int) -> int:
@@ -502,7 +584,8 @@ def _first_offset_at_least(buf, first: int, end: int, phy_offset: int) -> int:
 
 
 def load_consume_queues(consumequeue_dir: str | os.PathLike,
-                        mapped_file_size: int = 300_000 * CQ_STORE_UNIT_SIZE) -> dict[tuple[str, int], ConsumeQueue]:
+                        mapped_file_size: int = 300_000 * CQ_STORE_UNIT_SIZE,
+                        handles: FileHandles | None = None) -> dict[tuple[str, int], ConsumeQueue]:
     """Open every ``{topic}/{queueId}`` directory (``DefaultMessageStore.loadConsumeQueue``);
     non-numeric queue directories are skipped as RocketMQ does. Call ``recover()`` next."""
     root = Path(consumequeue_dir)
@@ -515,7 +598,7 @@ def load_consume_queues(consumequeue_dir: str | os.PathLike,
         for qdir in sorted(topic_dir.iterdir()):
             if not qdir.is_dir() or not qdir.name.lstrip("-").isdigit():
                 continue
-            cq = ConsumeQueue(topic_dir.name, int(qdir.name), root, mapped_file_size)
+            cq = ConsumeQueue(topic_dir.name, int(qdir.name), root, mapped_file_size, handles)
             cq.load()
             out[(topic_dir.name, int(qdir.name))] = cq
     return out

@@ -26,6 +26,7 @@ from rmqd.store.dispatch import ArrivalListener, Dispatcher, ReputMessageService
 from rmqd.store.expiry import CLEAN_INITIAL_DELAY_MS, CleanService, disk_partition_space_used_percent
 from rmqd.store.flush import FlushCallback, FlushService, quiet_point
 from rmqd.store.indexfile import IndexService
+from rmqd.store.mapped_file import FileHandles
 from rmqd.store.errors import StoreBusyError, StoreFileError, StoreLockError, StoreNameError
 from rmqd.store.stats import StoreStatsService
 from rmqd.store.recovery import RecoveryReport, recover_abnormally, recover_normally, store_timestamp_at
@@ -93,6 +94,11 @@ class TagsMessageFilter:
         return True
 
 
+#: consume-queue files written through open descriptors at once (the least recently written
+#: closed first): a broker's hot queues keep theirs, 80,000 cold ones cost none
+CQ_WRITE_DESCRIPTORS = 1024
+
+
 class DefaultMessageStore:
     """Public API used by broker processors (see CONTRACTS.md)."""
 
@@ -104,6 +110,9 @@ class DefaultMessageStore:
         self.config = config
         self.commit_log = CommitLog(config)
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
+        # consume-queue files are mapped when read and written through a bounded set of
+        # descriptors: 10,000 topics x 8 queues must not take 80,000 mappings and descriptors
+        self.cq_handles = FileHandles(CQ_WRITE_DESCRIPTORS)
         self._cq_lock = threading.Lock()
         self._valid_topics: set[str] = set()
         self.stats = StoreStatsService()
@@ -157,7 +166,8 @@ class DefaultMessageStore:
             self.last_exit_ok = not os.path.exists(self.config.get_abort_file())
             self.commit_log.load()
             for (topic, qid), cq in load_consume_queues(self.config.get_store_path_consume_queue(),
-                                                        self.config.get_mapped_file_size_consume_queue()).items():
+                                                        self.config.get_mapped_file_size_consume_queue(),
+                                                        self.cq_handles).items():
                 self.consume_queue_table.setdefault(topic, {})[qid] = cq
             self.checkpoint = StoreCheckpoint(self.config.get_store_checkpoint())
             self.index_service.load(self.last_exit_ok, self.checkpoint.indexMsgTimestamp,
@@ -297,6 +307,7 @@ class DefaultMessageStore:
             self.checkpoint = None
         for cq in self._all_cqs():
             cq.close()
+        self.cq_handles.close_all()
         self.commit_log.shutdown()
         self._release_lock()
 
@@ -414,7 +425,7 @@ class DefaultMessageStore:
             cq = qs.get(queue_id)
             if cq is None:
                 cq = ConsumeQueue(topic, queue_id, self.config.get_store_path_consume_queue(),
-                                  self.config.get_mapped_file_size_consume_queue())
+                                  self.config.get_mapped_file_size_consume_queue(), self.cq_handles)
                 qs[queue_id] = cq
         return cq
 
@@ -440,7 +451,7 @@ class DefaultMessageStore:
 
     def _queue_closed(self, topic: str, queue_id: int) -> bool:
         cq = self.get_consume_queue(topic, queue_id)
-        return cq is None or any(mf.mm.closed for mf in cq.files)
+        return cq is None or any(not mf.is_available() for mf in cq.files)
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         cq = self.get_consume_queue(topic, queue_id)

@@ -4,8 +4,18 @@ The system topics a 4.9.8 broker creates on start (SELF_TEST_TOPIC, TBW102 when
 autoCreateTopicEnable, BenchmarkTest, the cluster-name and broker-name topics,
 OFFSET_MOVED_EVENT, SCHEDULE_TOPIC_XXXX, the trace topic when enabled, ``<cluster>_REPLY_TOPIC``)
 are put in the table before the file is loaded, so the file's values win, as in RocketMQ.
-Every change bumps the DataVersion and persists; the broker re-registers with the name
+Every change bumps the DataVersion and is saved; the broker re-registers with the name
 servers when a ``create_*`` call returns ``created=True``.
+
+Saving: 4.9 rewrites the whole file on every change, on the thread that made it, which makes
+creating the n-th topic cost O(n). A running broker sets ``deferred_persist`` and saves from
+a writer of its own, once for all changes made meanwhile (broker/registration.py); the file's
+text is put together from each topic's cached text. Callers that answer only once the change
+is on disk wait for that writer (UPDATE_AND_CREATE_TOPIC); retry/DLQ/transaction topics
+(``create_topic_in_send_message_back_method``, one per group) are saved at once. A topic
+auto-created by a plain send is saved by the next write, milliseconds later: a SIGKILL in
+between leaves its messages in the store and the topic out of the file until a send creates it
+again (or ``rmqd store repair-config`` rebuilds it from consumequeue/).
 """
 from __future__ import annotations
 
@@ -17,8 +27,9 @@ from typing import Any, Callable
 
 from rmqd.store.config_files import TOPICS_JSON, ConfigManager, config_path, java_map_order
 from rmqd.store.consumequeue import SCHEDULE_TOPIC
+from rmqd.wire import fastjson
 from rmqd.wire.bodies import (PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig,
-                         TopicConfigSerializeWrapper)
+                         TopicConfigSerializeWrapper, topic_config_json)
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
 RMQ_SYS_SCHEDULE_TOPIC = SCHEDULE_TOPIC
@@ -81,6 +92,10 @@ class TopicConfigManager(ConfigManager):
         self.persisted_seq = 0
         self._encoded_seq = 0
         self.deferred_persist: Callable[[], None] | None = None
+        # what a save of thousands of topics would compute again each time: each name's Java
+        # hash (for the file's ConcurrentHashMap order) and each topic's text in the file
+        self._hashes: dict[str, int] = {}
+        self._texts: dict[str, str] = {}
 
         def sys_topic(name: str, queues: int | None = None, perm: int | None = None) -> None:
             tc = TopicConfig(topicName=name)
@@ -113,9 +128,30 @@ class TopicConfigManager(ConfigManager):
             return TopicConfigSerializeWrapper(table, DataVersion(self.data_version.timestamp,
                                                                   self.data_version.counter))
 
+    def encode(self, pretty: bool = False) -> str:
+        """The file's text; saves (pretty) are put together from each topic's text, kept
+        until the topic changes: what fastjson.dumps(encode_obj(), pretty=True) writes."""
+        if not pretty:
+            return super().encode(pretty)
+        with self._lock:
+            self._encoded_seq = self.change_seq
+            table = java_map_order(self.topic_config_table, 1024, hashes=self._hashes)
+            texts = self._texts
+            parts = []
+            for name, tc in table.items():
+                text = texts.get(name)
+                if text is None:
+                    text = texts[name] = f"\n\t\t{fastjson.quote(name)}:{topic_config_json(tc, True, False, 2)}"
+                parts.append(text)
+            dv = self.data_version
+            head = (f'{{\n\t"dataVersion":{{\n\t\t"counter":{int(dv.counter)},\n\t\t"timestamp":{int(dv.timestamp)}'
+                    f'\n\t}},\n\t"topicConfigTable":{{')
+        return head + (",".join(parts) + "\n\t}\n}" if parts else "}\n}")
+
     def decode_obj(self, obj: Any) -> None:
         w = TopicConfigSerializeWrapper.from_json_obj(obj)
         with self._lock:
+            self._texts.clear()
             self.topic_config_table.update(w.topicConfigTable)
             self.data_version = DataVersion(timestamp=w.dataVersion.timestamp, counter=w.dataVersion.counter)
 
@@ -153,11 +189,13 @@ class TopicConfigManager(ConfigManager):
         return bool(tc and tc.order)
 
     # -- changes ----------------------------------------------------------------------------
-    def _changed(self, *names: str) -> None:
+    def _changed(self, *names: str, save_now: bool = False) -> None:
         next_version(self.data_version)
         self.change_seq += 1
         self._unregistered.update(names)
-        if self.deferred_persist is not None:
+        for name in names:
+            self._texts.pop(name, None)
+        if self.deferred_persist is not None and not save_now:
             self.deferred_persist()
         else:
             self.persist()
@@ -176,6 +214,7 @@ class TopicConfigManager(ConfigManager):
                 return None, False
             if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.settings.autoCreateTopicEnable:
                 default.perm = PERM_READ | PERM_WRITE
+                self._texts.pop(default_topic, None)
             if not default.perm & PERM_INHERIT:
                 return None, False
             queue_nums = max(min(client_default_topic_queue_nums, default.writeQueueNums), 0)
@@ -196,7 +235,9 @@ class TopicConfigManager(ConfigManager):
             tc = TopicConfig(topicName=topic, readQueueNums=client_default_topic_queue_nums,
                              writeQueueNums=client_default_topic_queue_nums, perm=perm, topicSysFlag=topic_sys_flag)
             self.topic_config_table[topic] = tc
-            self._changed(topic)
+            # saved before the caller goes on, as 4.9 does: a retry or DLQ topic (one per
+            # consumer group, rare) must survive a kill right after the message it was made for
+            self._changed(topic, save_now=True)
             return tc, True
 
     def update_topic_config(self, tc: TopicConfig) -> None:

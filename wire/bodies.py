@@ -312,7 +312,7 @@ class TopicConfig(Body):
 _JAVA_INT = re.compile(r"[+-]?[0-9]{1,10}")
 
 
-def _write_topic_config(tc: TopicConfig, pretty: bool, browser: bool, indent: int) -> str:
+def topic_config_json(tc: TopicConfig, pretty: bool, browser: bool, indent: int) -> str:
     """fastjson text of a TopicConfig bean, as the generic bean writer makes it, in one
     join: a broker's table holds thousands, written on every registration and save."""
     q = fastjson.quote
@@ -327,7 +327,7 @@ def _write_topic_config(tc: TopicConfig, pretty: bool, browser: bool, indent: in
     return "{" + inner + ("," + inner).join(fields) + "\n" + "\t" * indent + "}"
 
 
-fastjson.register_bean_writer(TopicConfig, _write_topic_config)
+fastjson.register_bean_writer(TopicConfig, topic_config_json)
 
 
 class _BeanBody(Body):

@@ -146,11 +146,26 @@ def java_hashmap_key_order(keys: Iterable[K], max_size: int | None = None) -> tu
     return keys if perm is None else tuple(keys[i] for i in perm)
 
 
-def java_concurrent_hashmap_order(table: Mapping[K, V], initial_capacity: int | None) -> dict[K, V]:
+def java_concurrent_hashmap_order(table: Mapping[K, V], initial_capacity: int | None, *,
+                                  hashes: dict[Any, int] | None = None) -> dict[K, V]:
     """``table`` re-ordered as a ``ConcurrentHashMap`` built with ``initial_capacity``
     (see :func:`chm_table_size`) and holding the same keys iterates them (fastjson writes
-    maps in iteration order). The table doubles as the JDK's does, at 3/4 full."""
+    maps in iteration order). The table doubles as the JDK's does, at 3/4 full.
+
+    ``hashes``: a dict the caller keeps to remember each key's spread hash (a table of
+    thousands of keys, ordered again on every save, outgrows the shared cache)."""
     n = chm_table_size(initial_capacity)
     while len(table) >= n - (n >> 2):  # sizeCtl = 0.75 n: the table doubled
         n <<= 1
-    return _bucket_order(table, n)
+    if hashes is None:
+        return _bucket_order(table, n)
+    mask = n - 1
+    spread = _spread.__wrapped__
+
+    def bucket(key: Any) -> int:
+        h = hashes.get(key)
+        if h is None:
+            h = hashes[key] = spread(key)
+        return h & mask
+
+    return {k: table[k] for k in sorted(table, key=bucket)}  # stable: a bucket keeps insertion order

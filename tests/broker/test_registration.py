@@ -9,6 +9,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 import trio
 
 from broker_harness import run_with_broker
@@ -81,6 +82,41 @@ def test_coalescer_survives_a_failing_run() -> None:
             nursery.cancel_scope.cancel()
 
     trio.run(main)
+
+
+def test_coalescer_paces_runs_nobody_waits_for_and_a_waiter_cuts_the_pause() -> None:
+    from trio.testing import MockClock
+
+    async def main() -> None:
+        starts: list[float] = []
+
+        async def work() -> None:
+            starts.append(trio.current_time())
+            await trio.sleep(1.0)  # a save of a big table
+
+        c = Coalescer("test", work, pace=4.0, max_pause=10.0)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(c.run)
+            t0 = trio.current_time()
+            c.request()
+            await trio.sleep(0.5)
+            c.request()  # asked during the run, nobody waiting: the next run waits 4 x 1 s
+            await trio.sleep(2.0)
+            assert len(starts) == 1
+            await trio.sleep(3.0)
+            assert len(starts) == 2 and starts[1] - t0 == pytest.approx(5.0)
+            await trio.sleep(1.5)  # the second run is over: nothing pending, nothing waits
+            c.request()
+            await trio.sleep(0.1)
+            assert len(starts) == 3 and starts[2] - t0 == pytest.approx(7.0)  # after an idle spell: at once
+            c.request()
+            await trio.sleep(1.5)  # the third run ended at t0 + 8; the next would start at t0 + 12
+            with trio.fail_after(1.5):
+                await c.wait(c.request())  # a waiter: its run starts now (and takes its 1 s)
+            assert starts[3] - t0 == pytest.approx(8.6)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=MockClock(autojump_threshold=0))
 
 
 def test_registrar_full_then_increments_then_full_after_a_failure(tmp_path: Path) -> None:
