@@ -31,13 +31,14 @@ does (TAGS ``String.hashCode``, or the delivery time in SCHEDULE_TOPIC_XXXX).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import logging
 import os
 import sys
 from array import array
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from construct import Int32sb, Int64sb, Struct
 
@@ -123,6 +124,15 @@ class ConsumeQueue:
         self.mapped_file_queue = MappedFileQueue(self.queue_dir, mapped_file_size, preallocate=False, handles=handles)
         self.max_physic_offset = -1
         self.min_logic_offset = 0
+        #: told about every write (after it): the store's set of queues to flush
+        self.on_write: Callable[[ConsumeQueue], None] | None = None
+
+    def _written(self) -> None:
+        if self.on_write is not None:
+            self.on_write(self)
+
+    def has_unflushed(self) -> bool:
+        return any(mf.flushed_position < mf.wrote_position for mf in self.files)
 
     @property
     def files(self) -> list:
@@ -235,7 +245,9 @@ class ConsumeQueue:
                 log.error("consume queue %s-%d: unit for queue offset %d written at queue offset %d",
                           self.topic, self.queue_id, cq_offset, current // CQ_STORE_UNIT_SIZE)
         self.max_physic_offset = offset + size
-        return mf.append_message(_UNIT.pack(offset, size, tags_code))
+        ok = mf.append_message(_UNIT.pack(offset, size, tags_code))
+        self._written()
+        return ok
 
     def put_units(self, units: Sequence[tuple[int, int, int, int]]) -> None:
         """:meth:`put_message_position_info` for many (offset, size, tags code, queue offset)
@@ -273,6 +285,7 @@ class ConsumeQueue:
                     mf.write(start, b"".join(packed))
                     self.max_physic_offset = max_phy
                     mf.wrote_position = wp  # publish after the bytes
+                    self._written()
             if j == i:
                 r = units[i]
                 self.put_message_position_info(r[2], r[3], r[4], r[6])
@@ -308,7 +321,9 @@ class ConsumeQueue:
         pos = offset % self.mapped_file_size
         if mf is None or pos >= mf.wrote_position:
             return None
-        return _UNIT.unpack_from(mf.mm, pos)
+        if mf.is_mapped:
+            return _UNIT.unpack_from(mf.mm, pos)
+        return _UNIT.unpack(mf.read(pos, CQ_STORE_UNIT_SIZE))  # (recovery: no mapping for one unit)
 
     @staticmethod
     def iter_buffer(buf: memoryview | bytes) -> Iterator[tuple[int, int, int]]:
@@ -590,15 +605,34 @@ def load_consume_queues(consumequeue_dir: str | os.PathLike,
     non-numeric queue directories are skipped as RocketMQ does. Call ``recover()`` next."""
     root = Path(consumequeue_dir)
     out: dict[tuple[str, int], ConsumeQueue] = {}
-    if not root.is_dir():
+    try:
+        topics = sorted((e for e in os.scandir(root) if e.is_dir()), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
         return out
-    for topic_dir in sorted(root.iterdir()):
-        if not topic_dir.is_dir():
-            continue
-        for qdir in sorted(topic_dir.iterdir()):
-            if not qdir.is_dir() or not qdir.name.lstrip("-").isdigit():
+    for topic_dir in topics:
+        queues = sorted((e for e in os.scandir(topic_dir.path) if e.is_dir()), key=lambda e: e.name)
+        for qdir in queues:
+            if not qdir.name.lstrip("-").isdigit():
                 continue
             cq = ConsumeQueue(topic_dir.name, int(qdir.name), root, mapped_file_size, handles)
             cq.load()
             out[(topic_dir.name, int(qdir.name))] = cq
     return out
+
+
+def each_queue(consume_queues: Iterable[ConsumeQueue], fn: Callable[[ConsumeQueue], None]) -> None:
+    """``fn(cq)`` for every queue; tens of thousands of them on a few threads, so that their
+    reads (a page or so each, from a disk that serves several at once) overlap. The first
+    error is raised once all are done."""
+    cqs = list(consume_queues)
+    if len(cqs) < _PARALLEL_FROM:
+        for cq in cqs:
+            fn(cq)
+        return
+    with concurrent.futures.ThreadPoolExecutor(_RECOVERY_THREADS, thread_name_prefix="cq-recover") as pool:
+        for future in [pool.submit(fn, cq) for cq in cqs]:
+            future.result()
+
+
+_PARALLEL_FROM = 256
+_RECOVERY_THREADS = 8

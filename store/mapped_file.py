@@ -150,7 +150,7 @@ class MappedFile:
                  "_fd", "_handles", "__weakref__")
 
     def __init__(self, path: str | os.PathLike, file_size: int, *, create: bool = True, sync_dir: bool = False,
-                 preallocate: bool = True, handles: "FileHandles | None" = None):
+                 preallocate: bool = True, handles: "FileHandles | None" = None, checked: bool = False):
         self.path = str(path)
         self.file_name = os.path.basename(self.path)
         if len(self.file_name) != 20 or not self.file_name.isdigit():
@@ -168,7 +168,7 @@ class MappedFile:
                 self.mm = mm
         elif handles is None:
             self.mm = self._open_mapping()
-        else:
+        elif not checked:  # (MappedFileQueue.load has checked the size already)
             size = os.stat(self.path).st_size
             if size != file_size:
                 raise StoreFileError(self.path, 0, f"file size {size} does not match the configured size {file_size}")
@@ -210,6 +210,9 @@ class MappedFile:
             return bytes(self.mm[pos:pos + n])
         fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         try:
+            # no read-ahead: it would pull the pages after these (holes, mostly) into the page
+            # cache, 16 KiB or more for each of tens of thousands of files read for a page
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
             return os.pread(fd, n, pos)
         finally:
             os.close(fd)
@@ -454,15 +457,20 @@ class MappedFileQueue:
         """Map every file in name order, all marked full (recovery sets the real end).
         Raises StoreFileError for a file of the wrong size or a foreign name."""
         d = Path(self.store_path)
-        if not d.is_dir():
+        try:
+            entries = [e for e in os.scandir(self.store_path) if e.is_file()]
+        except (FileNotFoundError, NotADirectoryError):
             return
-        remove_temp_files(d)
-        names = sorted(p.name for p in d.iterdir() if p.is_file())
+        if any(e.name.endswith(TEMP_SUFFIX) for e in entries):
+            remove_temp_files(d)
+            entries = [e for e in entries if not e.name.endswith(TEMP_SUFFIX)]
+        entries.sort(key=lambda e: e.name)
         files = []
         try:
-            for name in names:
-                path = d / name
-                size = path.stat().st_size
+            for entry in entries:
+                name = entry.name
+                path = entry.path
+                size = entry.stat().st_size
                 if len(name) != 20 or not name.isdigit():
                     raise StoreFileError(str(path), 0, "unexpected file in a mapped-file directory (name is not a 20-digit offset)")
                 if size != self.mapped_file_size:
@@ -473,7 +481,7 @@ class MappedFileQueue:
                                                f"{self.mapped_file_size}")
                 if files and int(name) != files[-1].file_from_offset + self.mapped_file_size:
                     raise StoreFileError(str(path), 0, f"gap: previous file {files[-1].file_name} does not end at {name}")
-                mf = self._file(str(path), create=False)
+                mf = self._file(path, create=False, checked=True)
                 mf.wrote_position = mf.flushed_position = self.mapped_file_size
                 files.append(mf)
         except BaseException:
@@ -521,12 +529,12 @@ class MappedFileQueue:
             self.mapped_files = self.mapped_files + [mf]
         return mf
 
-    def _file(self, path: str, create: bool = True) -> MappedFile:
+    def _file(self, path: str, create: bool = True, checked: bool = False) -> MappedFile:
         if self.handles is None:
             return MappedFile(path, self.mapped_file_size, create=create, sync_dir=self.durable_names,
                               preallocate=self.preallocate)
         return LazyMappedFile(path, self.mapped_file_size, create=create, sync_dir=self.durable_names,
-                              preallocate=self.preallocate, handles=self.handles)
+                              preallocate=self.preallocate, handles=self.handles, checked=checked)
 
     def find_mapped_file_by_offset(self, offset: int, return_first_on_not_found: bool = False) -> MappedFile | None:
         files = self.mapped_files  # a snapshot: the list is replaced, never mutated in place

@@ -21,7 +21,7 @@ from rmqd.store.commitlog import (
     CommitLog, DispatchRequest, MessageExtBatch, MessageExtBrokerInner, PutMessageResult, PutMessageStatus,
 )
 from rmqd.store.config import SLAVE, MessageStoreConfig
-from rmqd.store.consumequeue import CQ_STORE_UNIT_SIZE, ConsumeQueue, load_consume_queues
+from rmqd.store.consumequeue import CQ_STORE_UNIT_SIZE, ConsumeQueue, each_queue, load_consume_queues
 from rmqd.store.dispatch import ArrivalListener, Dispatcher, ReputMessageService
 from rmqd.store.expiry import CLEAN_INITIAL_DELAY_MS, CleanService, disk_partition_space_used_percent
 from rmqd.store.flush import FlushCallback, FlushService, quiet_point
@@ -113,6 +113,9 @@ class DefaultMessageStore:
         # consume-queue files are mapped when read and written through a bounded set of
         # descriptors: 10,000 topics x 8 queues must not take 80,000 mappings and descriptors
         self.cq_handles = FileHandles(CQ_WRITE_DESCRIPTORS)
+        # the consume queues written since they were last flushed whole: the flush thread
+        # visits these every second, not every queue (80,000 idle queues cost nothing)
+        self._cq_dirty: set[ConsumeQueue] = set()
         self._cq_lock = threading.Lock()
         self._valid_topics: set[str] = set()
         self.stats = StoreStatsService()
@@ -168,6 +171,7 @@ class DefaultMessageStore:
             for (topic, qid), cq in load_consume_queues(self.config.get_store_path_consume_queue(),
                                                         self.config.get_mapped_file_size_consume_queue(),
                                                         self.cq_handles).items():
+                cq.on_write = self._cq_dirty.add
                 self.consume_queue_table.setdefault(topic, {})[qid] = cq
             self.checkpoint = StoreCheckpoint(self.config.get_store_checkpoint())
             self.index_service.load(self.last_exit_ok, self.checkpoint.indexMsgTimestamp,
@@ -189,10 +193,8 @@ class DefaultMessageStore:
         self.index_service.rollback_to(phy, lambda p: store_timestamp_at(self.commit_log, p) or 0)
 
     def _recover(self) -> None:
-        max_phy_cq = -1
-        for cq in self._all_cqs():
-            cq.recover()
-            max_phy_cq = max(max_phy_cq, cq.max_physic_offset)
+        each_queue(self._all_cqs(), ConsumeQueue.recover)
+        max_phy_cq = max((cq.max_physic_offset for cq in self._all_cqs()), default=-1)
         cqs = self._all_cqs()
         if self.last_exit_ok:
             rep = recover_normally(self.commit_log, max_phy_cq, cqs, self.config.checkCRCOnRecover)
@@ -246,8 +248,14 @@ class DefaultMessageStore:
             quiet_ts, quiet_end = quiet_point(self.commit_log.put_message_lock, self.commit_log.mapped_file_queue)
             if self.reput_service.reput_from_offset >= quiet_end:
                 ts = max(ts, quiet_ts)
-        for cq in self._all_cqs():
+        dirty = self._cq_dirty
+        for cq in list(dirty):
+            # forget it first, then look: a write after the look adds it again (writers add
+            # after writing), so a queue with unflushed units is never left out
+            dirty.discard(cq)
             cq.flush(least_pages)
+            if cq.has_unflushed():
+                dirty.add(cq)
         if least_pages == 0 and self.checkpoint is not None:
             if ts > 0:
                 self.checkpoint.logicsMsgTimestamp = ts
@@ -426,6 +434,7 @@ class DefaultMessageStore:
             if cq is None:
                 cq = ConsumeQueue(topic, queue_id, self.config.get_store_path_consume_queue(),
                                   self.config.get_mapped_file_size_consume_queue(), self.cq_handles)
+                cq.on_write = self._cq_dirty.add
                 qs[queue_id] = cq
         return cq
 

@@ -171,8 +171,8 @@ def test_write_descriptors_are_bounded_and_reopened(tmp_path: Path) -> None:
     assert handles.open_count == 0
     fd_dir = Path("/proc/self/fd")
     if fd_dir.is_dir():
-        assert not any("consumequeue" in os.readlink(p) or str(tmp_path) in os.readlink(p)
-                       for p in fd_dir.iterdir() if p.is_symlink() and _readable(p))
+        left = [os.readlink(p) for p in fd_dir.iterdir() if _readable(p) and str(tmp_path) in os.readlink(p)]
+        assert left == []
 
 
 def _readable(p: Path) -> bool:
@@ -181,3 +181,35 @@ def _readable(p: Path) -> bool:
         return True
     except OSError:
         return False
+
+
+def test_the_flush_thread_visits_only_queues_written_since_their_last_flush(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    s = _store(tmp_path)
+    try:
+        for t in range(40):
+            _put(s, f"F{t}", t % 8, 1)
+        assert s.wait_dispatched(timeout_s=30)
+        s._flush_logics(0)
+        assert s._cq_dirty == set()
+        visited: list[str] = []
+        real = ConsumeQueue.flush
+
+        def counting(self: ConsumeQueue, least_pages: int = 0) -> bool:
+            visited.append(self.topic)
+            return real(self, least_pages)
+
+        monkeypatch.setattr(ConsumeQueue, "flush", counting)
+        s._flush_logics(2)  # an idle second: nothing to visit
+        assert visited == []
+        _put(s, "F3", 3, 1)
+        _put(s, "F7", 7, 2)
+        assert s.wait_dispatched(timeout_s=30)
+        s._flush_logics(2)  # under two dirty pages: visited, not flushed, still to flush
+        assert sorted(visited) == ["F3", "F7"] and {cq.topic for cq in s._cq_dirty} == {"F3", "F7"}
+        visited.clear()
+        s._flush_logics(0)  # thorough: flushed, forgotten
+        assert sorted(visited) == ["F3", "F7"] and s._cq_dirty == set()
+        assert not any(cq.has_unflushed() for cq in s._all_cqs())
+    finally:
+        s.shutdown()
