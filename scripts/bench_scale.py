@@ -228,13 +228,26 @@ def start_apache(workdir: Path, store: Path | None, ready_topic: str, t0: float,
                                   lambda: f"Apache RocketMQ did not start: {failure[0]}" if failure else None)
     except bench.BenchError as e:
         broker.kill()
-        raise bench.BenchError(f"{e}\n--- Apache logs (tail) ---\n{broker._logs_tail()[-2000:]}") from None
+        raise bench.BenchError(f"{str(e).splitlines()[0]}{_apache_cause(workdir)}\n--- Apache logs (tail) ---\n"
+                               f"{broker._logs_tail()[-2000:]}") from None
     starter.join(timeout)
     if failure:
         broker.kill()
-        raise bench.BenchError(f"Apache RocketMQ did not start: {failure[0]}")
+        raise bench.BenchError(f"Apache RocketMQ did not start: {failure[0]}{_apache_cause(workdir)}")
     return Broker(ar.LABEL, broker.namesrv_addr, [broker.broker.pid, broker.namesrv.pid], broker.broker.pid,
                   broker.broker_addr, broker.stop, broker.kill), ready
+
+
+def _apache_cause(workdir: Path) -> str:
+    """The first line of the broker's log that says why it stopped (descriptors, mappings)."""
+    try:
+        text = (workdir / "logs" / "broker.log").read_text(errors="replace")
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        if any(k in line for k in ("Too many open files", "Map failed", "OutOfMemoryError")):
+            return f" ({line.strip()[:200]})"
+    return ""
 
 
 def wait_topic_routed(namesrv: Callable[[], str], topic: str, t0: float, timeout: float,

@@ -204,8 +204,13 @@ class Body:
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview | str | None) -> Any:
+        return cls.from_json_obj(cls.decode_json_obj(data))
+
+    @classmethod
+    def decode_json_obj(cls, data: bytes | bytearray | memoryview | str | None) -> dict:
+        """The body's JSON object, not yet made into the dataclass (WireError if it is none)."""
         if data is None or len(data) == 0:
-            return cls.from_json_obj({})
+            return {}
         if isinstance(data, str):
             text = data
         else:
@@ -217,7 +222,7 @@ class Body:
             obj = fastjson.loads(_quote_object_keys(text) if cls._OBJECT_KEYS else text)
         except WireError as exc:
             raise WireError(f"{cls.__name__} body: {exc}") from exc
-        return cls.from_json_obj(_obj(obj, cls.__name__))
+        return _obj(obj, cls.__name__)
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,6 +19,15 @@ import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 public class ScaleDriver {
+    /** After topic i: every 1,000 topics, the block's seconds; returns the block's start. */
+    static long tick(int i, List<Double> blocks, long blockStart) {
+        if ((i + 1) % 1000 != 0) return blockStart;
+        long now = System.nanoTime();
+        blocks.add((now - blockStart) / 1e9);
+        System.err.printf(Locale.ROOT, "%d topics, last 1000 in %.2f s%n", i + 1, blocks.get(blocks.size() - 1));
+        return now;
+    }
+
     public static void main(String[] a) throws Exception {
         String mode = a[0], ns = a[1], prefix = a[2];
         int count = Integer.parseInt(a[3]), queues = Integer.parseInt(a[4]);
@@ -41,12 +50,7 @@ public class ScaleDriver {
                     failed++;
                     if (failed <= 5) System.err.println("send " + prefix + i + ": " + e);
                 }
-                if ((i + 1) % 1000 == 0) {
-                    long now = System.nanoTime();
-                    blocks.add((now - blockStart) / 1e9);
-                    blockStart = now;
-                    System.err.printf(Locale.ROOT, "%d topics, last 1000 in %.2f s%n", i + 1, blocks.get(blocks.size() - 1));
-                }
+                blockStart = tick(i, blocks, blockStart);
             }
             producer.shutdown();
         } else {
@@ -63,12 +67,7 @@ public class ScaleDriver {
                     failed++;
                     if (failed <= 5) System.err.println("create " + prefix + i + ": " + e);
                 }
-                if ((i + 1) % 1000 == 0) {
-                    long now = System.nanoTime();
-                    blocks.add((now - blockStart) / 1e9);
-                    blockStart = now;
-                    System.err.printf(Locale.ROOT, "%d topics, last 1000 in %.2f s%n", i + 1, blocks.get(blocks.size() - 1));
-                }
+                blockStart = tick(i, blocks, blockStart);
             }
             admin.shutdown();
         }
