@@ -118,10 +118,10 @@ class ConsumeQueue:
             raise ValueError(f"mappedFileSizeConsumeQueue {mapped_file_size} is not a multiple of 20")
         self.topic = topic
         self.queue_id = queue_id
-        self.store_path = Path(store_path)
-        self.queue_dir = self.store_path / topic / str(queue_id)
+        self.store_path = store_path  # (plain: 80,000 queues, no Path objects each)
         self.mapped_file_size = mapped_file_size
-        self.mapped_file_queue = MappedFileQueue(self.queue_dir, mapped_file_size, preallocate=False, handles=handles)
+        self.mapped_file_queue = MappedFileQueue(os.path.join(store_path, topic, str(queue_id)), mapped_file_size,
+                                                 preallocate=False, handles=handles)
         self.max_physic_offset = -1
         self.min_logic_offset = 0
         #: told about every write (after it): the store's set of queues to flush
@@ -133,6 +133,10 @@ class ConsumeQueue:
 
     def has_unflushed(self) -> bool:
         return any(mf.flushed_position < mf.wrote_position for mf in self.files)
+
+    @property
+    def queue_dir(self) -> Path:
+        return Path(self.mapped_file_queue.store_path)
 
     @property
     def files(self) -> list:
