@@ -259,13 +259,15 @@ class BrokerRole:
                     nursery.start_soon(self._persist_loop)
                     await nursery.start(self.topics_writer.run)
                     self.topic_config_manager.deferred_persist = self._topics_changed
-                    await nursery.start(self.registrar.run)
+                    registrar_scope = trio.CancelScope()
+                    await nursery.start(self._run_in, registrar_scope, self.registrar.run)
                     await self.register_broker_all()
                     nursery.start_soon(self._register_loop)
                     task_status.started(self.bound)
                     await self._stop.wait()
                     self.pull_hold_service.wake_all()
                     await self.server.stop()
+                    registrar_scope.cancel()  # no registration may land after the unregistration
                     await self.unregister_broker_all()
                     nursery.cancel_scope.cancel()
         finally:
@@ -318,6 +320,12 @@ class BrokerRole:
         while True:
             await trio.sleep(HOUSEKEEPING_INTERVAL_S)
             scan_exception_channels(self.producer_manager, self.consumer_manager)
+
+    @staticmethod
+    async def _run_in(scope: trio.CancelScope, run: Any, *,
+                      task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with scope:
+            await run(task_status=task_status)
 
     async def _persist_topics(self) -> None:
         manager = self.topic_config_manager

@@ -639,4 +639,4 @@ def each_queue(consume_queues: Iterable[ConsumeQueue], fn: Callable[[ConsumeQueu
 
 
 _PARALLEL_FROM = 256
-_RECOVERY_THREADS = 8
+_RECOVERY_THREADS = 16
