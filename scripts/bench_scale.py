@@ -72,6 +72,7 @@ import trio  # noqa: E402
 
 DRIVER = HERE / "bench_java" / "ScaleDriver.java"
 PREFIX = "ScaleT"
+NAN = float("nan")
 GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
 
 
@@ -547,8 +548,9 @@ def restart_report(args, rows: list[RestartRow], limits: str, load0) -> str:
                                ("broker RSS at ready, MiB (Apache: + name server)", lambda r: r.rss_mib, ".0f"),
                                ("store in the page cache at ready, MiB",
                                 lambda r: float("nan") if r.cached_mib is None else r.cached_mib, ".0f"),
-                               ("broker descriptors at ready", lambda r: float(r.fds), ".0f"),
-                               ("broker memory mappings at ready", lambda r: float(r.maps), ".0f")]:
+                               ("broker descriptors at ready", lambda r: float(r.fds) if r.fds >= 0 else NAN, ".0f"),
+                               ("broker memory mappings at ready", lambda r: float(r.maps) if r.maps >= 0 else NAN,
+                                ".0f")]:
             x, y = get(a), get(m)
             out.append(f"| {'after a clean stop' if kind == 'clean' else 'after SIGKILL'} | {name} | "
                        f"{_f(x, fmt)} | {_f(y, fmt)} | {_ratio(x, y)} |")
