@@ -4,31 +4,12 @@ naming every topic)."""
 from __future__ import annotations
 
 import argparse
-import importlib.machinery
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.timeout(120)
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_scale.py"
-
-
-@pytest.fixture(scope="module")
-def scale():
-    loader = importlib.machinery.SourceFileLoader("rmqd_bench_scale_script", str(SCRIPT))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[loader.name] = mod
-    try:
-        loader.exec_module(mod)
-        yield mod
-    finally:
-        sys.modules.pop(loader.name, None)
-
 
 def _cells(out: str, *starts: str) -> list[str]:
     line = next(ln for ln in out.splitlines() if ln.startswith("| " + " | ".join(starts)))
