@@ -43,7 +43,7 @@ from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 from construct import Int32sb, Int64sb, Struct
 
 from rmqd.store.layout import struct_of
-from rmqd.store.mapped_file import FileHandles, MappedFileQueue
+from rmqd.store.mapped_file import OS_PAGE_SIZE, FileHandles, MappedFileQueue
 from rmqd.wire.message import MessageConst, java_string_hash
 
 CQ_UNIT = Struct(
@@ -133,6 +133,19 @@ class ConsumeQueue:
 
     def has_unflushed(self) -> bool:
         return any(mf.flushed_position < mf.wrote_position for mf in self.files)
+
+    def flush_would_wait(self, least_pages: int) -> bool:
+        """True when ``flush(least_pages)`` would flush nothing yet: the file it flushes is the
+        last, not full, with fewer than ``least_pages`` dirty pages (MappedFile.is_able_to_flush)
+        - decided without the call, for the many queues that hold a unit or two since the
+        last thorough flush."""
+        files = self.mapped_file_queue.mapped_files
+        if not files or least_pages <= 0:
+            return False
+        last = files[-1]
+        if self.mapped_file_queue.flushed_where < last.file_from_offset or last.is_full():
+            return False
+        return last.wrote_position // OS_PAGE_SIZE - last.flushed_position // OS_PAGE_SIZE < least_pages
 
     @property
     def queue_dir(self) -> Path:

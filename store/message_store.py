@@ -250,6 +250,8 @@ class DefaultMessageStore:
                 ts = max(ts, quiet_ts)
         dirty = self._cq_dirty
         for cq in list(dirty):
+            if cq.flush_would_wait(least_pages):
+                continue  # stays to flush
             # forget it first, then look: a write after the look adds it again (writers add
             # after writing), so a queue with unflushed units is never left out
             dirty.discard(cq)

@@ -28,6 +28,7 @@ from typing import Any, Callable
 from rmqd.store.config_files import TOPICS_JSON, ConfigManager, config_path, java_map_order
 from rmqd.store.consumequeue import SCHEDULE_TOPIC
 from rmqd.wire import fastjson
+from rmqd.wire.javamap import ConcurrentHashMapOrder
 from rmqd.wire.bodies import (PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig,
                          TopicConfigSerializeWrapper, topic_config_json)
 
@@ -94,7 +95,7 @@ class TopicConfigManager(ConfigManager):
         self.deferred_persist: Callable[[], None] | None = None
         # what a save of thousands of topics would compute again each time: each name's Java
         # hash (for the file's ConcurrentHashMap order) and each topic's text in the file
-        self._hashes: dict[str, int] = {}
+        self._order = ConcurrentHashMapOrder(1024)  # ConcurrentHashMap(1024), as the file's map
         self._texts: dict[str, str] = {}
 
         def sys_topic(name: str, queues: int | None = None, perm: int | None = None) -> None:
@@ -135,18 +136,16 @@ class TopicConfigManager(ConfigManager):
             return super().encode(pretty)
         with self._lock:
             self._encoded_seq = self.change_seq
-            table = java_map_order(self.topic_config_table, 1024, hashes=self._hashes)
-            texts = self._texts
-            parts = []
-            for name, tc in table.items():
-                text = texts.get(name)
-                if text is None:
-                    text = texts[name] = f"\n\t\t{fastjson.quote(name)}:{topic_config_json(tc, True, False, 2)}"
-                parts.append(text)
+            table, texts = self.topic_config_table, self._texts
+            for name in table.keys() - texts.keys():
+                texts[name] = f"\n\t\t{fastjson.quote(name)}:{topic_config_json(table[name], True, False, 2)}"
+            if len(texts) > 2 * len(table) + 64:  # many topics deleted: forget their texts
+                self._texts = texts = {name: texts[name] for name in table}
+            body = ",".join(map(texts.__getitem__, self._order.keys(table)))
             dv = self.data_version
             head = (f'{{\n\t"dataVersion":{{\n\t\t"counter":{int(dv.counter)},\n\t\t"timestamp":{int(dv.timestamp)}'
                     f'\n\t}},\n\t"topicConfigTable":{{')
-        return head + (",".join(parts) + "\n\t}\n}" if parts else "}\n}")
+        return head + (body + "\n\t}\n}" if body else "}\n}")
 
     def decode_obj(self, obj: Any) -> None:
         w = TopicConfigSerializeWrapper.from_json_obj(obj)
