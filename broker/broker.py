@@ -258,6 +258,7 @@ class BrokerRole:
                         nursery.start_soon(self.acl.watch)
                     nursery.start_soon(self._persist_loop)
                     await nursery.start(self.topics_writer.run)
+                    await trio.to_thread.run_sync(self.topic_config_manager.start_journal)
                     self.topic_config_manager.deferred_persist = self._topics_changed
                     registrar_scope = trio.CancelScope()
                     await nursery.start(self._run_in, registrar_scope, self.registrar.run)
@@ -273,6 +274,7 @@ class BrokerRole:
         finally:
             self._nursery = None
             self.topic_config_manager.deferred_persist = None  # saved below, and at once from now on
+            self.topic_config_manager.stop_journal()
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self._shutdown_store)
             self._done.set()
@@ -495,9 +497,9 @@ class BrokerRole:
     # -- admin support ----------------------------------------------------------------------------------
     async def update_topic_config(self, *, topic: str, read_queue_nums: int, write_queue_nums: int, perm: int,
                                   topic_filter_type: str, topic_sys_flag: int, order: bool) -> None:
-        """UPDATE_AND_CREATE_TOPIC: returns once topics.json holds the topic and the name
-        servers were told (4.9.7: updateTopicConfig + registerIncrementBrokerData, both
-        synchronous), each shared with whatever else changed meanwhile."""
+        """UPDATE_AND_CREATE_TOPIC: returns once the change is on disk (journaled) and the
+        name servers were told (4.9.7: updateTopicConfig + registerIncrementBrokerData, both
+        synchronous), the registration shared with whatever else changed meanwhile."""
         try:
             filter_type = TopicFilterType[topic_filter_type]
         except KeyError:
@@ -505,19 +507,14 @@ class BrokerRole:
         tc = TopicConfig(topicName=topic, readQueueNums=read_queue_nums, writeQueueNums=write_queue_nums, perm=perm,
                          topicFilterType=filter_type, topicSysFlag=topic_sys_flag, order=order)
         self.topic_config_manager.update_topic_config(tc)
-        if self._nursery is None:
-            return
-        saved = self.topics_writer.request()
-        registered = self.registrar.request_increment(check_order_config=True)
-        await self.topics_writer.wait(saved)
-        await self.registrar.wait(registered)
+        if self._nursery is not None:
+            await self.registrar.wait(self.registrar.request_increment(check_order_config=True))
 
     async def delete_topic(self, topic: str) -> None:
         """The queues first: when the store cannot delete them yet (StoreBusyError, raised to
         the caller) the topic is left whole, config included."""
         await trio.to_thread.run_sync(self.store.delete_topics, {topic})
-        if self.topic_config_manager.delete_topic_config(topic) and self._nursery is not None:
-            await self.topics_writer.wait(self.topics_writer.request())  # answered once saved, as 4.9
+        self.topic_config_manager.delete_topic_config(topic)  # journaled (fdatasync) before the answer
 
     def update_subscription_group_from_body(self, body: bytes) -> None:
         if not body:

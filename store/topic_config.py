@@ -19,18 +19,22 @@ again (or ``rmqd store repair-config`` rebuilds it from consumequeue/).
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from rmqd.store.config_files import TOPICS_JSON, ConfigManager, config_path, java_map_order
+from rmqd.store.config_files import TOPICS_JSON, ConfigManager, config_path, java_map_order, string_to_file
 from rmqd.store.consumequeue import SCHEDULE_TOPIC
+from rmqd.store.topic_journal import TopicJournal
 from rmqd.wire import fastjson
 from rmqd.wire.javamap import ConcurrentHashMapOrder
 from rmqd.wire.bodies import (PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig,
-                         TopicConfigSerializeWrapper, topic_config_json)
+                         TopicConfigSerializeWrapper, to_json_obj, topic_config_json)
+
+log = logging.getLogger("rmqd.store.config")
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
 RMQ_SYS_SCHEDULE_TOPIC = SCHEDULE_TOPIC
@@ -97,6 +101,10 @@ class TopicConfigManager(ConfigManager):
         # hash (for the file's ConcurrentHashMap order) and each topic's text in the file
         self._order = ConcurrentHashMapOrder(1024)  # ConcurrentHashMap(1024), as the file's map
         self._texts: dict[str, str] = {}
+        # a running broker appends every change to the journal before it answers, and saves
+        # the whole file later (store/topic_journal.py)
+        self.journal = TopicJournal(self.path)
+        self.journaling = False
 
         def sys_topic(name: str, queues: int | None = None, perm: int | None = None) -> None:
             tc = TopicConfig(topicName=name)
@@ -147,6 +155,52 @@ class TopicConfigManager(ConfigManager):
                     f'\n\t}},\n\t"topicConfigTable":{{')
         return head + (body + "\n\t}\n}" if body else "}\n}")
 
+    def load(self) -> bool:
+        """topics.json (or its .bak), then the changes journaled since it was saved."""
+        if not super().load():
+            return False
+        with self._lock:
+            replayed = self.journal.replay(self._apply_journaled)
+        if replayed:
+            log.info("%s: %d change(s) from the journal applied", self.path, replayed)
+        return True
+
+    def _apply_journaled(self, name: str, config: Any, version: Any) -> None:
+        if config is None:
+            self.topic_config_table.pop(name, None)
+        else:
+            self.topic_config_table[name] = TopicConfig.from_json_obj(config)
+        self._texts.pop(name, None)
+        if version is not None:
+            dv = DataVersion.from_json_obj(version)
+            if dv.counter >= self.data_version.counter:
+                self.data_version = dv
+
+    def start_journal(self) -> None:
+        """From now on every change is journaled before the caller goes on (and saved in
+        the background by whoever set ``deferred_persist``). Journal files left by a broker
+        that was killed have been applied by ``load``: folded into the file first."""
+        if self.journal.files():
+            self.persist()
+        with self._lock:
+            self.journaling = True
+
+    def stop_journal(self) -> None:
+        with self._lock:
+            self.journaling = False
+            self.journal.close()
+
+    def persist(self) -> None:
+        """Save the whole file; journal files it covers are deleted once it is on disk."""
+        with self._persist_lock:
+            self.set_aside_unreadable()
+            with self._lock:
+                text = self.encode(pretty=True)
+                covered = self.journal.rotate(self._encoded_seq)
+            string_to_file(text, self.path)
+            self.after_persist()
+            self.journal.delete(covered)
+
     def decode_obj(self, obj: Any) -> None:
         w = TopicConfigSerializeWrapper.from_json_obj(obj)
         with self._lock:
@@ -188,13 +242,20 @@ class TopicConfigManager(ConfigManager):
         return bool(tc and tc.order)
 
     # -- changes ----------------------------------------------------------------------------
-    def _changed(self, *names: str, save_now: bool = False) -> None:
+    def _changed(self, *names: str, sync: bool = False) -> None:
+        """After a change of ``names`` (under the lock): journaled (``sync``: fdatasync-ed)
+        and saved later, or - no journal - saved now."""
         next_version(self.data_version)
         self.change_seq += 1
         self._unregistered.update(names)
         for name in names:
             self._texts.pop(name, None)
-        if self.deferred_persist is not None and not save_now:
+        if self.journaling:
+            dv = {"counter": self.data_version.counter, "timestamp": self.data_version.timestamp}
+            table = self.topic_config_table
+            self.journal.append(({"topic": n, "config": to_json_obj(table[n]) if n in table else None,
+                                  "dataVersion": dv} for n in names), sync)
+        if self.deferred_persist is not None and self.journaling:
             self.deferred_persist()
         else:
             self.persist()
@@ -234,15 +295,15 @@ class TopicConfigManager(ConfigManager):
             tc = TopicConfig(topicName=topic, readQueueNums=client_default_topic_queue_nums,
                              writeQueueNums=client_default_topic_queue_nums, perm=perm, topicSysFlag=topic_sys_flag)
             self.topic_config_table[topic] = tc
-            # saved before the caller goes on, as 4.9 does: a retry or DLQ topic (one per
-            # consumer group, rare) must survive a kill right after the message it was made for
-            self._changed(topic, save_now=True)
+            # on disk before the caller goes on: a retry or DLQ topic must survive a kill
+            # right after the message it was made for
+            self._changed(topic, sync=True)
             return tc, True
 
     def update_topic_config(self, tc: TopicConfig) -> None:
         with self._lock:
             self.topic_config_table[tc.topicName] = tc
-            self._changed(tc.topicName)
+            self._changed(tc.topicName, sync=True)
 
     def update_order_topic_config(self, order_topics: set[str]) -> None:
         """``updateOrderTopicConfig`` from the name server's ORDER_TOPIC_CONFIG KV table."""
@@ -260,5 +321,5 @@ class TopicConfigManager(ConfigManager):
         with self._lock:
             if self.topic_config_table.pop(topic, None) is None:
                 return False
-            self._changed(topic)
+            self._changed(topic, sync=True)
             return True

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import tempfile
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rmqd.store import topic_journal
 from rmqd.store.topic_config import TopicConfigManager
 from rmqd.wire import fastjson
 from rmqd.wire.bodies import TopicConfig
@@ -23,12 +25,18 @@ ops = st.lists(st.one_of(
 ), max_size=60)
 
 
-@settings(max_examples=80, deadline=None)
-@given(ops, st.integers(0, 1600))
+@pytest.fixture(autouse=True)
+def _no_fdatasync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Journal lines are what these tests read back, not their durability: no disk waits."""
+    monkeypatch.setattr(topic_journal.os, "fdatasync", lambda fd: None)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops, st.integers(0, 300))
 def test_saved_text_is_the_generic_writers_text(steps, bulk) -> None:
     m = TopicConfigManager(tempfile.mkdtemp())
-    m.deferred_persist = lambda: None
-    for i in range(bulk):  # past 1,536 topics the ConcurrentHashMap(1024) has doubled
+    m.start_journal()  # journaled, not saved per change
+    for i in range(bulk):
         m.create_topic_in_send_message_method(f"B{i}", "TBW102", 8, 0)
     for op, name, n in steps:
         if op == "create":
@@ -46,7 +54,7 @@ def test_saved_text_is_the_generic_writers_text(steps, bulk) -> None:
 
 def test_saves_across_a_resize_of_the_java_table() -> None:
     m = TopicConfigManager(tempfile.mkdtemp())
-    m.deferred_persist = lambda: None
+    m.start_journal()  # journaled, not saved per change
     count = len(m.topic_config_table)
     for i in range(1536 - count - 3):
         m.create_topic_in_send_message_method(f"B{i}", "TBW102", 8, 0)
