@@ -8,14 +8,11 @@ Every change bumps the DataVersion and is saved; the broker re-registers with th
 servers when a ``create_*`` call returns ``created=True``.
 
 Saving: 4.9 rewrites the whole file on every change, on the thread that made it, which makes
-creating the n-th topic cost O(n). A running broker sets ``deferred_persist`` and saves from
-a writer of its own, once for all changes made meanwhile (broker/registration.py); the file's
-text is put together from each topic's cached text. Callers that answer only once the change
-is on disk wait for that writer (UPDATE_AND_CREATE_TOPIC); retry/DLQ/transaction topics
-(``create_topic_in_send_message_back_method``, one per group) are saved at once. A topic
-auto-created by a plain send is saved by the next write, milliseconds later: a SIGKILL in
-between leaves its messages in the store and the topic out of the file until a send creates it
-again (or ``rmqd store repair-config`` rebuilds it from consumequeue/).
+creating the n-th topic cost O(n). A running broker journals each change instead
+(store/topic_journal.py: one line, appended before the caller goes on) and saves the whole
+file from a writer of its own (``deferred_persist``), once for all changes made meanwhile
+(broker/registration.py); the file's text is put together from each topic's cached text.
+Without a journal (tools, tests, a broker not running) every change is saved at once.
 """
 from __future__ import annotations
 
