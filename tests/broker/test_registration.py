@@ -289,3 +289,28 @@ def test_live_broker_creating_many_topics_registers_them_all_with_few_registrati
         assert seen["save"] < N_TOPICS // 3, (seen, elapsed)
 
     run_with_broker(tmp_path, fn, timeout=120)
+
+
+def test_compressed_registrations_reach_the_name_server(tmp_path: Path) -> None:
+    """compressedRegister=true: full and incremental registrations in 4.9's compressed form."""
+
+    async def fn(h) -> None:
+        seen: list[bool] = []
+        real = h.role._outer.register_broker_all
+
+        async def spy(**kw):
+            seen.append(kw["compressed"])
+            return await real(**kw)
+
+        h.role._outer.register_broker_all = spy
+        r = await h.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": "Zipped", "defaultTopic": "TBW102", "readQueueNums": "3", "writeQueueNums": "3", "perm": "6",
+            "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
+        assert r.code == ResponseCode.SUCCESS
+        await h.role.register_broker_all()  # a full one too
+        assert seen == [True, True]
+        for topic in ("Zipped", "TBW102"):
+            route = await h.invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, addr=h.namesrv_addr)
+            assert route.code == ResponseCode.SUCCESS
+
+    run_with_broker(tmp_path, fn, compressedRegister="true")
