@@ -31,6 +31,7 @@ from rmqd.broker.ha_master import HAMasterService
 from rmqd.broker.metrics import Observability
 from rmqd.broker.grpc_server import GrpcServer
 from rmqd.broker.ha_slave import HAClient
+from rmqd.broker.registration import BrokerRegistrar, Coalescer
 from rmqd.broker.slave_sync import SlaveSynchronize, get_all_delay_offset
 from rmqd.broker.remoting_client import BrokerOuterAPI, RemotingClient
 from rmqd.broker.server import RemotingServer
@@ -74,7 +75,7 @@ from rmqd.store.subscription_group import SubscriptionGroupConfig, SubscriptionG
 from rmqd.store.topic_config import TopicBrokerSettings, TopicConfigManager
 from rmqd.wire import fastjson
 from rmqd.wire.codes import RequestCode
-from rmqd.wire.bodies import TopicConfig, TopicFilterType
+from rmqd.wire.bodies import TopicConfig, TopicConfigSerializeWrapper, TopicFilterType
 from rmqd.wire.message import MessageConst, MessageSysFlag, encode_properties, ip_to_bytes
 
 log = logging.getLogger("rmqd.broker")
@@ -180,6 +181,10 @@ class BrokerRole:
                                 first_byte_seconds=float(settings.netty_server.serverChannelMaxIdleTimeSeconds)),
                 idle_seconds=float(settings.netty_server.serverChannelMaxIdleTimeSeconds))
         self._outer: BrokerOuterAPI | None = None
+        # one REGISTER_BROKER and one topics.json save in flight, later asks coalesced (registration.py)
+        self.registrar = BrokerRegistrar(self.topic_config_manager, self._send_registration)
+        # (saves nobody waits for, after auto-created topics, keep the writer busy 1/5 of the time at most)
+        self.topics_writer = Coalescer("saving topics.json", self._persist_topics, pace=4.0)
         self._nursery: trio.Nursery | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._config_version = {"counter": 0, "timestamp": now_ms()}
@@ -249,6 +254,11 @@ class BrokerRole:
                     if self.acl is not None:
                         nursery.start_soon(self.acl.watch)
                     nursery.start_soon(self._persist_loop)
+                    await nursery.start(self.topics_writer.run)
+                    await trio.to_thread.run_sync(self.topic_config_manager.start_journal)
+                    self.topic_config_manager.deferred_persist = self._topics_changed
+                    registrar_scope = trio.CancelScope()
+                    await nursery.start(self._run_in, registrar_scope, self.registrar.run)
                     await self.register_broker_all()
                     nursery.start_soon(self._register_loop)
                     task_status.started(self.bound)
@@ -259,10 +269,13 @@ class BrokerRole:
                     if "grpc" in self.bound and self.grpc_server is not None:
                         await self.grpc_server.stop()
                     await self.server.stop()
+                    registrar_scope.cancel()  # no registration may land after the unregistration
                     await self.unregister_broker_all()
                     nursery.cancel_scope.cancel()
         finally:
             self._nursery = None
+            self.topic_config_manager.deferred_persist = None  # saved below, and at once from now on
+            self.topic_config_manager.stop_journal()
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self._shutdown_store)
             self._done.set()
@@ -336,6 +349,30 @@ class BrokerRole:
             await trio.sleep(HOUSEKEEPING_INTERVAL_S)
             scan_exception_channels(self.producer_manager, self.consumer_manager)
 
+    @staticmethod
+    async def _run_in(scope: trio.CancelScope, run: Any, *,
+                      task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with scope:
+            await run(task_status=task_status)
+
+    async def _persist_topics(self) -> None:
+        manager = self.topic_config_manager
+        if manager.change_seq > manager.persisted_seq:
+            await trio.to_thread.run_sync(manager.persist)
+
+    def _topics_changed(self) -> None:
+        """TopicConfigManager.deferred_persist: called on any thread, under the manager's lock."""
+        self._soon(self.topics_writer.request)
+
+    def _soon(self, fn: Any) -> None:
+        token = self._token
+        if token is None:
+            return
+        try:
+            token.run_sync_soon(fn)
+        except trio.RunFinishedError:
+            pass
+
     async def _persist_loop(self) -> None:
         interval = max(self.broker_config.flushConsumerOffsetInterval, 100) / 1000
         while True:
@@ -350,50 +387,46 @@ class BrokerRole:
         self.consumer_manager.do_channel_close_event(channel)
 
     # -- name servers ---------------------------------------------------------------------------------
-    def _wrapper(self) -> Any:
-        wrapper = self.topic_config_manager.build_topic_config_serialize_wrapper()
+    async def register_broker_all(self) -> None:
+        """A full registration (BrokerController.registerBrokerAll(true, false, true)), or
+        the next one when one is in flight; returns once it is done."""
+        if self._outer is None or not self._outer.namesrv_addrs:
+            return
+        await self.registrar.wait(self.registrar.request_full())
+
+    async def _send_registration(self, wrapper: TopicConfigSerializeWrapper, check_order_config: bool) -> bool:
+        """BrokerOuterAPI.registerBrokerAll of one snapshot (the registrar's worker)."""
+        if self._outer is None or not self._outer.namesrv_addrs:
+            return True
+        s = self.settings
         perm = self.broker_config.brokerPermission
         if not (perm & PERM_READ and perm & PERM_WRITE):
             wrapper.topicConfigTable = {
                 name: TopicConfig(topicName=name, readQueueNums=tc.readQueueNums, writeQueueNums=tc.writeQueueNums,
                                   perm=perm)
                 for name, tc in wrapper.topicConfigTable.items()}
-        return wrapper
-
-    async def register_broker_all(self, oneway: bool = False) -> None:
-        if self._outer is None or not self._outer.namesrv_addrs:
-            return
-        s = self.settings
         results = await self._outer.register_broker_all(
             cluster_name=s.broker.brokerClusterName, broker_addr=s.broker_addr, broker_name=s.broker.brokerName,
-            broker_id=s.broker.brokerId, ha_server_addr=s.ha_server_addr, topic_config_wrapper=self._wrapper(),
-            oneway=oneway, compressed=s.broker.compressedRegister)
-        if results and not oneway:
+            broker_id=s.broker.brokerId, ha_server_addr=s.ha_server_addr, topic_config_wrapper=wrapper,
+            compressed=s.broker.compressedRegister)
+        if results:  # /health: a name server took a registration (broker/metrics.py)
             self.last_registered = time.monotonic()
-        if results and not oneway and self.ha_client is not None:
+        if results and self.ha_client is not None:
             self.ha_client.update_master_address(results[0].haServerAddr)
             if self.slave_synchronize is not None:
                 self.slave_synchronize.master_addr = results[0].masterAddr
-        if results and results[0].kvTable is not None and not oneway:
+        if results and results[0].kvTable is not None and check_order_config:
             order = {k for k in results[0].kvTable.table}
             if order:
                 self.topic_config_manager.update_order_topic_config(order)
+        return len(results) == len(self._outer.namesrv_addrs)
 
     def register_soon(self) -> None:
-        """registerBrokerAll(false, true, true) after an auto-created topic: oneway, in the
-        background. Safe from worker threads (the transaction service creates topics there)."""
-        token = self._token
-        if token is None:
-            return
-
-        def spawn() -> None:
-            if self._nursery is not None:
-                self._nursery.start_soon(self.register_broker_all, True)
-
-        try:
-            token.run_sync_soon(spawn)
-        except trio.RunFinishedError:
-            pass
+        """After an auto-created topic (4.9: registerBrokerAll(false, true, true) on the
+        sending thread): an incremental registration in the background, coalesced with any
+        others asked meanwhile. Safe from worker threads (the transaction service creates
+        topics there)."""
+        self._soon(self.registrar.request_increment)
 
     async def unregister_broker_all(self) -> None:
         if self._outer is None or not self._outer.namesrv_addrs:
@@ -510,9 +543,12 @@ class BrokerRole:
             log.exception("generateOffsetMovedEvent failed")
 
     # -- admin support ----------------------------------------------------------------------------------
-    def update_topic_config(self, *, topic: str, read_queue_nums: int, write_queue_nums: int, perm: int,
-                            topic_filter_type: str, topic_sys_flag: int, order: bool,
-                            attributes: dict[str, str] | None = None) -> None:
+    async def update_topic_config(self, *, topic: str, read_queue_nums: int, write_queue_nums: int, perm: int,
+                                  topic_filter_type: str, topic_sys_flag: int, order: bool,
+                                  attributes: dict[str, str] | None = None) -> None:
+        """UPDATE_AND_CREATE_TOPIC: returns once the change is on disk (journaled) and the
+        name servers were told (4.9.7: updateTopicConfig + registerIncrementBrokerData, both
+        synchronous), the registration shared with whatever else changed meanwhile."""
         try:
             filter_type = TopicFilterType[topic_filter_type]
         except KeyError:
@@ -520,14 +556,14 @@ class BrokerRole:
         tc = TopicConfig(topicName=topic, readQueueNums=read_queue_nums, writeQueueNums=write_queue_nums, perm=perm,
                          topicFilterType=filter_type, topicSysFlag=topic_sys_flag, order=order, attributes=attributes)
         self.topic_config_manager.update_topic_config(tc)
-        if self._nursery is not None:  # (admin handlers run on the trio thread)
-            self._nursery.start_soon(self.register_broker_all)
+        if self._nursery is not None:
+            await self.registrar.wait(self.registrar.request_increment(check_order_config=True))
 
     async def delete_topic(self, topic: str) -> None:
         """The queues first: when the store cannot delete them yet (StoreBusyError, raised to
         the caller) the topic is left whole, config included."""
         await trio.to_thread.run_sync(self.store.delete_topics, {topic})
-        self.topic_config_manager.delete_topic_config(topic)
+        self.topic_config_manager.delete_topic_config(topic)  # journaled (fdatasync) before the answer
         if self.broker_config.autoDeleteUnusedStats:
             self.stats.on_topic_deleted(topic)
 

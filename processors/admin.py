@@ -76,7 +76,7 @@ class AdminBrokerProcessor:
             return make_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
         if attributes and attributes.get(TOPIC_MESSAGE_TYPE_ATTRIBUTE) == "MIXED":
             return make_response(request, ResponseCode.INVALID_PARAMETER, "MIXED message type is not supported.")
-        self.broker.update_topic_config(
+        await self.broker.update_topic_config(
             topic=h.topic, read_queue_nums=int(h.readQueueNums), write_queue_nums=int(h.writeQueueNums),
             perm=int(h.perm), topic_filter_type=getattr(h, "topicFilterType", None) or "SINGLE_TAG",
             topic_sys_flag=int(getattr(h, "topicSysFlag", None) or 0),

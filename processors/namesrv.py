@@ -158,7 +158,9 @@ class NamesrvProcessor:
 
         filter_servers: list[str] | None
         if request.version >= V3_0_11:
-            if body:
+            if body and not h.compressed:
+                reg = self._decode_register_body(body, h)
+            elif body:
                 reg = RegisterBrokerBody.decode_register(body, h.compressed)
             else:
                 reg = RegisterBrokerBody()
@@ -171,6 +173,18 @@ class NamesrvProcessor:
                                              wrapper, filter_servers, ctx.channel if ctx is not None else None)
         ext = RegisterBrokerResponseHeader(result.haServerAddr, result.masterAddr).to_ext()
         return _ok(request, self.kv.kv_list(NAMESPACE_ORDER_TOPIC_CONFIG), ext)
+
+    def _decode_register_body(self, body: bytes, h: RegisterBrokerRequestHeader) -> RegisterBrokerBody:
+        """The JSON body; its topic configs only when the route tables will take them (a
+        broker's periodic registration repeats thousands of them under the same DataVersion)."""
+        obj = RegisterBrokerBody.decode_json_obj(body)
+        wrapper_obj = obj.get("topicConfigSerializeWrapper")
+        version = DataVersion.from_json_obj(wrapper_obj.get("dataVersion") if isinstance(wrapper_obj, dict) else None)
+        if not self.routes.wants_topic_table(h.brokerAddr or "", h.brokerName or "", -1 if h.brokerId is None else int(h.brokerId), version):
+            reg = RegisterBrokerBody.from_json_obj({**obj, "topicConfigSerializeWrapper": None})
+            reg.topicConfigSerializeWrapper.dataVersion = version
+            return reg
+        return RegisterBrokerBody.from_json_obj(obj)
 
     async def unregister_broker(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         h = UnRegisterBrokerRequestHeader.from_ext(request.ext_fields)

@@ -94,6 +94,18 @@ class RouteInfoManager:
                     result.masterAddr = master_addr
         return result
 
+    def wants_topic_table(self, broker_addr: str, broker_name: str, broker_id: int,
+                          data_version: DataVersion) -> bool:
+        """Whether register_broker would read the topic table of this registration (a master's
+        first, or one with a new DataVersion): the name server decodes the 10,000 topic
+        configs of a periodic registration only then."""
+        if broker_id != MASTER_ID:
+            return False
+        broker_data = self.broker_addr_table.get(broker_name)
+        if broker_data is None or broker_data.brokerAddrs.get(broker_id) is None:
+            return True
+        return self.is_broker_topic_config_changed(broker_addr, data_version)
+
     def is_broker_topic_config_changed(self, broker_addr: str, data_version: DataVersion) -> bool:
         prev = self.query_broker_topic_config(broker_addr)
         return prev is None or prev != data_version

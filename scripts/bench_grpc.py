@@ -177,6 +177,7 @@ def run_apache(cp: str, base: Path, args: Any) -> Side:
 
 
 def run_rmqd(cp: str, base: Path, args: Any) -> Side:
+    os.environ.setdefault("RMQD_COMPAT_RUNNER", "process")  # a process: its CPU is read from /proc/<pid>
     from compat_harness import RmqdServer, free_port
 
     side = Side("rmqd serve")

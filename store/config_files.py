@@ -3,7 +3,7 @@
 Why this exact dance: RocketMQ's tools and a RocketMQ broker started on an rmqd store read
 these files, so they are written the way ``ConfigManager.persist`` writes them — fastjson
 pretty print (tabs, unquoted integer map keys, see ``wire/fastjson.py``), the new text first
-to ``<name>.tmp``, the previous text copied to ``<name>.bak``, then the temp file renamed
+to ``<name>.tmp``, the previous file kept as ``<name>.bak``, then the temp file renamed
 over the original. Loading falls back to ``.bak`` when the file is missing, empty or does
 not parse (``ConfigManager.load``/``loadBak``); when neither can be read, ``load()`` says
 False and the broker refuses to start (as RocketMQ's BrokerController does), naming both.
@@ -70,20 +70,19 @@ def _write_text(path: Path, text: str, sync: bool) -> None:
 
 
 def string_to_file(text: str, path: str | os.PathLike) -> None:
-    """``MixAll.string2File``: tmp, previous content to .bak, rename tmp over the file."""
+    """``MixAll.string2File``: tmp, previous content to .bak, rename tmp over the file.
+
+    The previous file becomes the .bak by a rename rather than a copy (the same bytes, as
+    they are, without reading and writing them again: topics.json holds thousands of topics).
+    A crash between the two renames leaves no file and the .bak, which ``load`` reads, as
+    after 4.9's delete-then-rename."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     _write_text(tmp, text, sync=True)
     try:
-        prev = path.read_bytes()  # bytes: an unreadable file goes to .bak as it is, never lost
+        os.replace(path, path.with_name(path.name + ".bak"))
     except FileNotFoundError:
-        prev = None
-    if prev is not None:
-        bak = path.with_name(path.name + ".bak")
-        with open(bak, "wb") as f:
-            f.write(prev)
-            f.flush()
-            os.fsync(f.fileno())
+        pass
     os.replace(tmp, path)
     try:
         fd = os.open(path.parent, os.O_RDONLY)
@@ -185,3 +184,7 @@ class ConfigManager(ABC):
         with self._persist_lock:
             self.set_aside_unreadable()
             string_to_file(self.encode(pretty=True), self.path)
+            self.after_persist()
+
+    def after_persist(self) -> None:
+        """Called (under the persist lock) once a save is on disk."""

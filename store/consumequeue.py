@@ -31,18 +31,19 @@ does (TAGS ``String.hashCode``, or the delivery time in SCHEDULE_TOPIC_XXXX).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import logging
 import os
 import sys
 from array import array
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from construct import Int32sb, Int64sb, Struct
 
 from rmqd.store.layout import struct_of
-from rmqd.store.mapped_file import MappedFile, MappedFileQueue
+from rmqd.store.mapped_file import OS_PAGE_SIZE, FileHandles, MappedFile, MappedFileQueue
 from rmqd.wire.message import MessageConst, ReadableBuffer, java_string_hash
 
 CQ_UNIT = Struct(
@@ -110,17 +111,45 @@ class ConsumeQueue:
     Offsets are in units unless named ``*_logic_offset`` (bytes)."""
 
     def __init__(self, topic: str, queue_id: int, store_path: str | os.PathLike,
-                 mapped_file_size: int = 300_000 * CQ_STORE_UNIT_SIZE) -> None:
+                 mapped_file_size: int = 300_000 * CQ_STORE_UNIT_SIZE, handles: FileHandles | None = None) -> None:
+        """``handles``: the store's consume-queue descriptors; files are then mapped only when
+        read through ``mm`` (see :class:`LazyMappedFile`), recovery reads them with pread."""
         if mapped_file_size % CQ_STORE_UNIT_SIZE:
             raise ValueError(f"mappedFileSizeConsumeQueue {mapped_file_size} is not a multiple of 20")
         self.topic = topic
         self.queue_id = queue_id
-        self.store_path = Path(store_path)
-        self.queue_dir = self.store_path / topic / str(queue_id)
+        self.store_path = store_path  # (plain: 80,000 queues, no Path objects each)
         self.mapped_file_size = mapped_file_size
-        self.mapped_file_queue = MappedFileQueue(self.queue_dir, mapped_file_size, preallocate=False)
+        self.mapped_file_queue = MappedFileQueue(os.path.join(store_path, topic, str(queue_id)), mapped_file_size,
+                                                 preallocate=False, handles=handles)
         self.max_physic_offset = -1
         self.min_logic_offset = 0
+        #: told about every write (after it): the store's set of queues to flush
+        self.on_write: Callable[[ConsumeQueue], None] | None = None
+
+    def _written(self) -> None:
+        if self.on_write is not None:
+            self.on_write(self)
+
+    def has_unflushed(self) -> bool:
+        return any(mf.flushed_position < mf.wrote_position for mf in self.files)
+
+    def flush_would_wait(self, least_pages: int) -> bool:
+        """True when ``flush(least_pages)`` would flush nothing yet: the file it flushes is the
+        last, not full, with fewer than ``least_pages`` dirty pages (MappedFile.is_able_to_flush)
+        - decided without the call, for the many queues that hold a unit or two since the
+        last thorough flush."""
+        files = self.mapped_file_queue.mapped_files
+        if not files or least_pages <= 0:
+            return False
+        last = files[-1]
+        if self.mapped_file_queue.flushed_where < last.file_from_offset or last.is_full():
+            return False
+        return last.wrote_position // OS_PAGE_SIZE - last.flushed_position // OS_PAGE_SIZE < least_pages
+
+    @property
+    def queue_dir(self) -> Path:
+        return Path(self.mapped_file_queue.store_path)
 
     @property
     def files(self) -> list:
@@ -134,17 +163,18 @@ class ConsumeQueue:
 
     def recover(self) -> None:
         """``ConsumeQueue.recover``: from the third-last file, find the end of valid units
-        and truncate everything after it."""
+        and truncate everything after it. Reads what 4.9.8 reads: those files' units up to
+        the first invalid one (see :func:`read_valid_units`), nothing of the files before."""
         files = self.files
         if not files:
             return
         index = max(len(files) - 3, 0)
         mf = files[index]
         while True:
-            valid = valid_unit_prefix(mf.mm, mf.file_size // CQ_STORE_UNIT_SIZE)
+            valid, last = read_valid_units(mf, keep=False)
             file_offset = valid * CQ_STORE_UNIT_SIZE
             if valid:
-                offset, size, _tags = _UNIT.unpack_from(mf.mm, file_offset - CQ_STORE_UNIT_SIZE)
+                offset, size, _tags = _UNIT.unpack(last)
                 self.max_physic_offset = offset + size
             if file_offset == self.mapped_file_size and index + 1 < len(files):
                 index += 1
@@ -170,14 +200,17 @@ class ConsumeQueue:
             units = mf.file_size // CQ_STORE_UNIT_SIZE
             if units == 0:
                 return
-            offset, size, _tags = _UNIT.unpack_from(mf.mm, 0)
+            first = mf.read(0, CQ_STORE_UNIT_SIZE)
+            offset, size, _tags = _UNIT.unpack(first)
             if offset >= phy_offset:  # the whole file points past the end (unit 0 is not validated, as Java)
                 mfq.delete_last_mapped_file()
                 continue
             # units 1.. stay while valid and before phy_offset
-            valid = 1 + valid_unit_prefix(memoryview(mf.mm)[CQ_STORE_UNIT_SIZE:], units - 1)
-            keep = 1 + _first_offset_at_least(mf.mm, 1, valid, phy_offset)
-            last_offset, last_size, _ = _UNIT.unpack_from(mf.mm, (keep - 1) * CQ_STORE_UNIT_SIZE)
+            valid, data = read_valid_units(mf, keep=True, first_unit=1)
+            buf = first + data
+            valid += 1
+            keep = 1 + _first_offset_at_least(buf, 1, valid, phy_offset)
+            last_offset, last_size, _ = _UNIT.unpack_from(buf, (keep - 1) * CQ_STORE_UNIT_SIZE)
             mf.wrote_position = mf.flushed_position = keep * CQ_STORE_UNIT_SIZE
             self.max_physic_offset = last_offset + last_size
             if keep < units:
@@ -186,10 +219,20 @@ class ConsumeQueue:
 
     @staticmethod
     def _zero_tail(mf: MappedFile, pos: int) -> None:
-        zero = bytes(CQ_STORE_UNIT_SIZE)
-        end = pos
-        while end < mf.file_size and mf.mm[end:end + CQ_STORE_UNIT_SIZE] != zero:
-            end += CQ_STORE_UNIT_SIZE
+        """Zero the units from ``pos`` up to the first all-zero one (what was written past
+        the new end)."""
+        end, chunk = pos, CQ_STORE_UNIT_SIZE  # usually the first unit is zero already
+        limit = min(mf.file_size, _round_up_to_unit(mf.data_end()))
+        while end < limit:
+            stop = min(end + chunk, limit)
+            cut = (stop // _PAGE * _PAGE) // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE
+            data = mf.read(end, (cut if end < cut < stop else stop) - end)
+            at = _first_zero_unit(data)
+            if at >= 0:
+                end += at
+                break
+            end += len(data) - len(data) % CQ_STORE_UNIT_SIZE
+            chunk = min(max(chunk * 2, _SCAN_FIRST), _SCAN_MAX)
         if end > pos:
             mf.write_at(pos, bytes(end - pos))
 
@@ -219,7 +262,9 @@ class ConsumeQueue:
                 log.error("consume queue %s-%d: unit for queue offset %d written at queue offset %d",
                           self.topic, self.queue_id, cq_offset, current // CQ_STORE_UNIT_SIZE)
         self.max_physic_offset = offset + size
-        return mf.append_message(_UNIT.pack(offset, size, tags_code))
+        ok = mf.append_message(_UNIT.pack(offset, size, tags_code))
+        self._written()
+        return ok
 
     def put_units(self, units: Sequence[tuple[int, int, int, int]]) -> None:
         """:meth:`put_message_position_info` for many (offset, size, tags code, queue offset)
@@ -257,6 +302,7 @@ class ConsumeQueue:
                     mf.write(start, b"".join(packed))
                     self.max_physic_offset = max_phy
                     mf.wrote_position = wp  # publish after the bytes
+                    self._written()
             if j == i:
                 r = units[i]
                 self.put_message_position_info(r[2], r[3], r[4], r[6])
@@ -292,7 +338,9 @@ class ConsumeQueue:
         pos = offset % self.mapped_file_size
         if mf is None or pos >= mf.wrote_position:
             return None
-        return _UNIT.unpack_from(mf.mm, pos)
+        if mf.is_mapped:
+            return _UNIT.unpack_from(mf.mm, pos)
+        return _UNIT.unpack(mf.read(pos, CQ_STORE_UNIT_SIZE))  # (recovery: no mapping for one unit)
 
     @staticmethod
     def iter_buffer(buf: memoryview | bytes) -> Iterator[tuple[int, int, int]]:
@@ -322,7 +370,7 @@ class ConsumeQueue:
             return -1
         last = -1
         w = mf.wrote_position
-        for offset, size, _ in _UNIT.iter_unpack(mf.mm[max(w - CQ_STORE_UNIT_SIZE, 0):w]):
+        for offset, size, _ in _UNIT.iter_unpack(mf.read(max(w - CQ_STORE_UNIT_SIZE, 0), min(w, CQ_STORE_UNIT_SIZE))):
             if offset >= 0 and size > 0:
                 last = offset + size
         return last
@@ -380,10 +428,18 @@ class ConsumeQueue:
         mf = self.mapped_file_queue.get_first_mapped_file()
         if mf is None:
             return
-        for i, (offset, _size, _tags) in enumerate(_UNIT.iter_unpack(mf.mm[:mf.wrote_position])):
-            if offset >= phy_min_offset:
-                self.min_logic_offset = mf.file_from_offset + i * CQ_STORE_UNIT_SIZE
+        pos, chunk, end = 0, _SCAN_FIRST, mf.wrote_position
+        while pos < end:  # the units a forward scan reads, a page's worth at a time at first
+            data = mf.read(pos, min(chunk, end - pos))
+            data = data[:len(data) - len(data) % CQ_STORE_UNIT_SIZE]
+            if not data:
                 return
+            for i, (offset, _size, _tags) in enumerate(_UNIT.iter_unpack(data)):
+                if offset >= phy_min_offset:
+                    self.min_logic_offset = mf.file_from_offset + pos + i * CQ_STORE_UNIT_SIZE
+                    return
+            pos += len(data)
+            chunk = min(chunk * 2, _SCAN_MAX)
 
     def delete_expired_file(self, phy_min_offset: int) -> int:
         """``deleteExpiredFile``: remove leading files whose last unit points below the
@@ -469,6 +525,64 @@ def valid_unit_prefix(buf: ReadableBuffer, units: int) -> int:
 
 
 _ZERO_UNIT = bytes(CQ_STORE_UNIT_SIZE)
+_PAGE = 4096
+_SCAN_FIRST = (_PAGE // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE  # the units of the first page
+_SCAN_MAX = (1 << 20) // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE
+
+
+def _round_up_to_unit(n: int) -> int:
+    return -(-n // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
+
+
+def _first_zero_unit(data: bytes) -> int:
+    """Byte position of the first all-zero unit of ``data``, -1 if none."""
+    pos = 0
+    while True:
+        at = data.find(_ZERO_UNIT, pos)
+        if at < 0 or at + CQ_STORE_UNIT_SIZE > len(data):
+            return -1
+        if at % CQ_STORE_UNIT_SIZE == 0:
+            return at
+        pos = at + CQ_STORE_UNIT_SIZE - at % CQ_STORE_UNIT_SIZE
+
+
+def read_valid_units(mf: MappedFile, *, keep: bool, first_unit: int = 0) -> tuple[int, bytes]:
+    """How many units of ``mf`` from ``first_unit`` on are valid (offset >= 0, size > 0)
+    before the first one that is not, and their bytes (``keep``) or just the last valid
+    unit's (else; b"" when none).
+
+    Reads as 4.9.8's unit-by-unit scan touches the file - up to the first invalid unit -
+    with pread in chunks, without mapping the file: the first chunk is the units of one
+    page, each next one twice as long (up to 1 MiB), and none goes past the file's first
+    hole (SEEK_HOLE; a consume queue is sparse, written from its start), so a queue of a
+    few messages costs one page and a 5.7 MiB file is not read whole for them."""
+    limit = min(mf.file_size, _round_up_to_unit(max(mf.data_end(), 1)))
+    pos = first_unit * CQ_STORE_UNIT_SIZE
+    chunk = _SCAN_FIRST
+    valid = 0
+    parts: list[bytes] = []
+    last = b""
+    while pos < limit:
+        end = min(pos + chunk, limit)
+        cut = (end // _PAGE * _PAGE) // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE
+        if pos < cut < end:  # stop at the last whole unit before a page boundary: the next page
+            end = cut        # is read only if every unit before it is valid, as a unit-by-unit scan
+        data = mf.read(pos, end - pos)
+        units = len(data) // CQ_STORE_UNIT_SIZE
+        if units == 0:
+            break
+        v = valid_unit_prefix(data, units)
+        valid += v
+        if v:
+            if keep:
+                parts.append(data[:v * CQ_STORE_UNIT_SIZE])
+            else:
+                last = data[(v - 1) * CQ_STORE_UNIT_SIZE:v * CQ_STORE_UNIT_SIZE]
+        if v < units:
+            break
+        pos += units * CQ_STORE_UNIT_SIZE
+        chunk = min(chunk * 2, _SCAN_MAX)
+    return valid, (b"".join(parts) if keep else last)
 
 
 def _first_offset_at_least(buf: ReadableBuffer, first: int, end: int, phy_offset: int) -> int:
@@ -502,20 +616,40 @@ def _first_offset_at_least(buf: ReadableBuffer, first: int, end: int, phy_offset
 
 
 def load_consume_queues(consumequeue_dir: str | os.PathLike,
-                        mapped_file_size: int = 300_000 * CQ_STORE_UNIT_SIZE) -> dict[tuple[str, int], ConsumeQueue]:
+                        mapped_file_size: int = 300_000 * CQ_STORE_UNIT_SIZE,
+                        handles: FileHandles | None = None) -> dict[tuple[str, int], ConsumeQueue]:
     """Open every ``{topic}/{queueId}`` directory (``DefaultMessageStore.loadConsumeQueue``);
     non-numeric queue directories are skipped as RocketMQ does. Call ``recover()`` next."""
     root = Path(consumequeue_dir)
     out: dict[tuple[str, int], ConsumeQueue] = {}
-    if not root.is_dir():
+    try:
+        topics = sorted((e for e in os.scandir(root) if e.is_dir()), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
         return out
-    for topic_dir in sorted(root.iterdir()):
-        if not topic_dir.is_dir():
-            continue
-        for qdir in sorted(topic_dir.iterdir()):
-            if not qdir.is_dir() or not qdir.name.lstrip("-").isdigit():
+    for topic_dir in topics:
+        queues = sorted((e for e in os.scandir(topic_dir.path) if e.is_dir()), key=lambda e: e.name)
+        for qdir in queues:
+            if not qdir.name.lstrip("-").isdigit():
                 continue
-            cq = ConsumeQueue(topic_dir.name, int(qdir.name), root, mapped_file_size)
+            cq = ConsumeQueue(topic_dir.name, int(qdir.name), root, mapped_file_size, handles)
             cq.load()
             out[(topic_dir.name, int(qdir.name))] = cq
     return out
+
+
+def each_queue(consume_queues: Iterable[ConsumeQueue], fn: Callable[[ConsumeQueue], None]) -> None:
+    """``fn(cq)`` for every queue; tens of thousands of them on a few threads, so that their
+    reads (a page or so each, from a disk that serves several at once) overlap. The first
+    error is raised once all are done."""
+    cqs = list(consume_queues)
+    if len(cqs) < _PARALLEL_FROM:
+        for cq in cqs:
+            fn(cq)
+        return
+    with concurrent.futures.ThreadPoolExecutor(_RECOVERY_THREADS, thread_name_prefix="cq-recover") as pool:
+        for future in [pool.submit(fn, cq) for cq in cqs]:
+            future.result()
+
+
+_PARALLEL_FROM = 256
+_RECOVERY_THREADS = 16

@@ -150,7 +150,9 @@ class IndexFile:
                 os.close(fd)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._mm = create_file_atomically(str(self.path), self.file_size, prepare=self._init_header)
+            mm = create_file_atomically(str(self.path), self.file_size, prepare=self._init_header)
+            assert mm is not None  # (prepare implies a mapping)
+            self._mm = mm
 
     def _init_header(self, mm: mmap.mmap) -> None:
         """Like IndexHeader's setters, only the begin/end fields inherited from the previous

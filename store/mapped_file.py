@@ -12,12 +12,14 @@ with a StoreFileError naming the file: serving it would mis-address every record
 
 from __future__ import annotations
 
+import collections
 import errno
 import logging
 import mmap
 import os
 import threading
 import time
+import types
 import weakref
 from pathlib import Path
 from typing import Callable, Iterable
@@ -37,13 +39,15 @@ def offset_to_file_name(offset: int) -> str:
 
 
 def create_file_atomically(path: str, size: int, allocate: bool = False,
-                           prepare: Callable[[mmap.mmap], None] | None = None, sync_dir: bool = False) -> mmap.mmap:
+                           prepare: Callable[[mmap.mmap], None] | None = None, sync_dir: bool = False,
+                           map_it: bool = True) -> mmap.mmap | None:
     """Create ``path`` at its full ``size`` and return it mapped: the file is sized (and
     ``prepare``-d, e.g. a header written) under a temporary name and then renamed, so a crash
     at any point leaves either no file or a complete one - never a 0-byte or short file that
     the next start would refuse. Leftover temporaries are removed by
     :func:`remove_temp_files`. With ``sync_dir`` the directory is fsynced so the new name
-    survives power loss (the commit log; derived files are rebuilt from it instead)."""
+    survives power loss (the commit log; derived files are rebuilt from it instead). Without
+    ``map_it`` (and ``prepare``) the file is only created: None is returned."""
     tmp = path + TEMP_SUFFIX
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -55,13 +59,15 @@ def create_file_atomically(path: str, size: int, allocate: bool = False,
                 if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
                     raise
                 # file systems without fallocate stay sparse
-        mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) if map_it or prepare else None
         try:
             if prepare is not None:
+                assert mm is not None  # (prepare implies a mapping)
                 prepare(mm)
             os.rename(tmp, path)
         except BaseException:
-            mm.close()
+            if mm is not None:
+                mm.close()
             raise
     except BaseException:
         try:
@@ -73,6 +79,9 @@ def create_file_atomically(path: str, size: int, allocate: bool = False,
         os.close(fd)
     if sync_dir:
         _fsync_dir(os.path.dirname(path) or ".")
+    if mm is not None and not map_it:
+        mm.close()
+        return None
     return mm
 
 
@@ -93,6 +102,16 @@ def sync_file(path: str) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, pos: int, path: str) -> None:
+    n = len(data)
+    done = os.pwrite(fd, data, pos)
+    while done < n:  # a regular file writes short only when the disk fills up mid-way
+        more = os.pwrite(fd, memoryview(data)[done:], pos + done)
+        if more <= 0:
+            raise OSError(errno.ENOSPC, f"short write to {path} at {pos + done}")
+        done += more
 
 
 def _fsync_dir(d: str) -> None:
@@ -130,31 +149,31 @@ class MappedFile:
 
     __slots__ = ("path", "file_name", "file_size", "file_from_offset", "mm", "wrote_position",
                  "flushed_position", "store_timestamp", "first_create_in_queue", "_available",
-                 "_fd", "__weakref__")
+                 "_fd", "_handles", "__weakref__")
 
     def __init__(self, path: str | os.PathLike, file_size: int, *, create: bool = True, sync_dir: bool = False,
-                 preallocate: bool = True):
+                 preallocate: bool = True, handles: "FileHandles | None" = None, checked: bool = False):
         self.path = str(path)
         self.file_name = os.path.basename(self.path)
         if len(self.file_name) != 20 or not self.file_name.isdigit():
             raise StoreFileError(self.path, 0, "file name is not a 20-digit start offset")
         self.file_size = file_size
         self.file_from_offset = int(self.file_name)
+        self._handles = handles
         if create and not os.path.exists(self.path):
             # the commit log gets real blocks up front: appends then never page-fault into a
             # sparse hole; consume queues stay sparse as RocketMQ's (a topic of 1024 queues
             # would otherwise take 1024 x 5.7 MiB of disk at once)
-            self.mm = create_file_atomically(self.path, file_size, allocate=preallocate, sync_dir=sync_dir)
-        else:
-            fd = os.open(self.path, os.O_RDWR)
-            try:
-                size = os.fstat(fd).st_size
-                if size != file_size:
-                    raise StoreFileError(self.path, 0, f"file size {size} does not match the configured size "
-                                                       f"{file_size}")
-                self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-            finally:
-                os.close(fd)
+            mm = create_file_atomically(self.path, file_size, allocate=preallocate, sync_dir=sync_dir,
+                                        map_it=handles is None)
+            if mm is not None:
+                self.mm = mm
+        elif handles is None:
+            self.mm = self._open_mapping()
+        elif not checked:  # (MappedFileQueue.load has checked the size already)
+            size = os.stat(self.path).st_size
+            if size != file_size:
+                raise StoreFileError(self.path, 0, f"file size {size} does not match the configured size {file_size}")
         self.wrote_position = 0
         self.flushed_position = 0
         self.store_timestamp = 0
@@ -164,6 +183,55 @@ class MappedFile:
 
     def __repr__(self) -> str:
         return f"MappedFile({self.file_name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
+
+    def _open_mapping(self) -> mmap.mmap:
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            if size != self.file_size:
+                raise StoreFileError(self.path, 0, f"file size {size} does not match the configured size "
+                                                   f"{self.file_size}")
+            return mmap.mmap(fd, self.file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+
+    @property
+    def is_mapped(self) -> bool:
+        try:
+            _MM.__get__(self)
+        except AttributeError:
+            return False
+        return True
+
+    def read(self, pos: int, n: int) -> bytes:
+        """Bytes [pos, pos + n) (fewer at the end of the file): from the mapping when the
+        file is mapped, else read with pread(2) without mapping it (recovery of tens of
+        thousands of consume queues must not map, hold a descriptor for, or read whole
+        files of which it needs a few units)."""
+        if self.is_mapped:
+            return bytes(self.mm[pos:pos + n])
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            # no read-ahead: it would pull the pages after these (holes, mostly) into the page
+            # cache, 16 KiB or more for each of tens of thousands of files read for a page
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            return os.pread(fd, n, pos)
+        finally:
+            os.close(fd)
+
+    def data_end(self) -> int:
+        """Where the file's first hole starts (SEEK_HOLE): a sparse file written from its
+        start holds nothing past it. The file size where holes are not reported."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return self.file_size
+        try:
+            return min(os.lseek(fd, 0, os.SEEK_HOLE), self.file_size)
+        except OSError:
+            return self.file_size
+        finally:
+            os.close(fd)
 
     # ---- state -------------------------------------------------------------------------------
     def is_full(self) -> bool:
@@ -208,19 +276,16 @@ class MappedFile:
         cannot be opened (descriptors exhausted) the file is written through the mapping."""
         if not self._available:
             raise ValueError(f"{self.path} is closed")
+        if self._handles is not None:
+            self._handles.pwrite(self, data, pos)
+            return
         fd = self._fd
         if fd < 0:
             fd = self._open_write_fd() if fd == -1 else -2
             if fd < 0:
                 self.mm[pos:pos + len(data)] = data
                 return
-        n = len(data)
-        done = os.pwrite(fd, data, pos)
-        while done < n:  # a regular file writes short only when the disk fills up mid-way
-            more = os.pwrite(fd, memoryview(data)[done:], pos + done)
-            if more <= 0:
-                raise OSError(errno.ENOSPC, f"short write to {self.path} at {pos + done}")
-            done += more
+        pwrite_all(fd, data, pos, self.path)
 
     def _open_write_fd(self) -> int:
         try:
@@ -274,6 +339,10 @@ class MappedFile:
     # ---- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
         self._available = False
+        if self._handles is not None:
+            self._handles.forget(self)
+        if not self.is_mapped:
+            return
         try:
             self.mm.close()
         except BufferError:
@@ -289,15 +358,95 @@ class MappedFile:
         return True
 
 
+#: the slot's descriptor (LazyMappedFile.mm fills it on first use), taken from the class's
+#: namespace: a checker knows a slot only as the instance attribute
+_MM: types.MemberDescriptorType = MappedFile.__dict__["mm"]
+
+
+class LazyMappedFile(MappedFile):
+    """A MappedFile mapped on first read of ``mm`` and written through :class:`FileHandles`
+    (consume queues: a broker with 80,000 of them must not hold 80,000 mappings and twice as
+    many descriptors - CPython's mmap keeps a descriptor of its own - when it reads or writes
+    a few of them at a time)."""
+
+    __slots__ = ()
+
+    @property
+    def mm(self) -> mmap.mmap:
+        try:
+            return _MM.__get__(self)
+        except AttributeError:
+            pass
+        if not self._available:
+            raise ValueError(f"{self.path} is closed")
+        assert self._handles is not None
+        with self._handles.lock:
+            try:
+                return _MM.__get__(self)
+            except AttributeError:
+                m = self._open_mapping()
+                _MM.__set__(self, m)
+                self._handles.mapped += 1
+                return m
+
+    @mm.setter
+    def mm(self, value: mmap.mmap) -> None:
+        _MM.__set__(self, value)
+
+
+class FileHandles:
+    """The write descriptors of one store's consume-queue files: at most ``limit`` open, the
+    least recently written closed first (reopened by its next write). Writes and closes
+    happen under one lock, so a descriptor is never closed - and its number reused - while
+    a write to it is under way."""
+
+    def __init__(self, limit: int = 1024) -> None:
+        self.limit = max(limit, 1)
+        self.lock = threading.Lock()
+        self._fds: "collections.OrderedDict[MappedFile, int]" = collections.OrderedDict()
+        self.opened = 0  # descriptors opened so far (tests, stats)
+        self.mapped = 0  # files mapped so far
+
+    @property
+    def open_count(self) -> int:
+        return len(self._fds)
+
+    def pwrite(self, mf: MappedFile, data: bytes | bytearray | memoryview, pos: int) -> None:
+        with self.lock:
+            fds = self._fds
+            fd = fds.get(mf)
+            if fd is None:
+                while len(fds) >= self.limit:
+                    os.close(fds.popitem(last=False)[1])
+                fd = fds[mf] = os.open(mf.path, os.O_RDWR | os.O_CLOEXEC)
+                self.opened += 1
+            else:
+                fds.move_to_end(mf)
+            pwrite_all(fd, data, pos, mf.path)
+
+    def forget(self, mf: MappedFile) -> None:
+        with self.lock:
+            fd = self._fds.pop(mf, None)
+            if fd is not None:
+                os.close(fd)
+
+    def close_all(self) -> None:
+        with self.lock:
+            while self._fds:
+                os.close(self._fds.popitem()[1])
+
+
 class MappedFileQueue:
     """The ordered files of one queue directory (MappedFileQueue.java)."""
 
     def __init__(self, store_path: str | os.PathLike, mapped_file_size: int, durable_names: bool = False,
-                 preallocate: bool = True):
+                 preallocate: bool = True, handles: FileHandles | None = None):
         """``durable_names``: fsync the directory after creating a file (the commit log, whose
         acknowledged data must not lose its file name in a power cut). ``preallocate``: give
-        new files real blocks (the commit log) or leave them sparse (consume queues)."""
+        new files real blocks (the commit log) or leave them sparse (consume queues).
+        ``handles``: files are :class:`LazyMappedFile`s written through these descriptors."""
         self.store_path = str(store_path)
+        self.handles = handles
         self.mapped_file_size = mapped_file_size
         self.durable_names = durable_names
         self.preallocate = preallocate
@@ -312,15 +461,20 @@ class MappedFileQueue:
         """Map every file in name order, all marked full (recovery sets the real end).
         Raises StoreFileError for a file of the wrong size or a foreign name."""
         d = Path(self.store_path)
-        if not d.is_dir():
+        try:
+            entries = [e for e in os.scandir(self.store_path) if e.is_file()]
+        except (FileNotFoundError, NotADirectoryError):
             return
-        remove_temp_files(d)
-        names = sorted(p.name for p in d.iterdir() if p.is_file())
+        if any(e.name.endswith(TEMP_SUFFIX) for e in entries):
+            remove_temp_files(d)
+            entries = [e for e in entries if not e.name.endswith(TEMP_SUFFIX)]
+        entries.sort(key=lambda e: e.name)
         files: list[MappedFile] = []
         try:
-            for name in names:
-                path = d / name
-                size = path.stat().st_size
+            for entry in entries:
+                name = entry.name
+                path = entry.path
+                size = entry.stat().st_size
                 if len(name) != 20 or not name.isdigit():
                     raise StoreFileError(str(path), 0, "unexpected file in a mapped-file directory (name is not a 20-digit offset)")
                 if size != self.mapped_file_size:
@@ -331,7 +485,7 @@ class MappedFileQueue:
                                                f"{self.mapped_file_size}")
                 if files and int(name) != files[-1].file_from_offset + self.mapped_file_size:
                     raise StoreFileError(str(path), 0, f"gap: previous file {files[-1].file_name} does not end at {name}")
-                mf = MappedFile(path, self.mapped_file_size, create=False)
+                mf = self._file(path, create=False, checked=True)
                 mf.wrote_position = mf.flushed_position = self.mapped_file_size
                 files.append(mf)
         except BaseException:
@@ -372,13 +526,19 @@ class MappedFileQueue:
 
     def _create(self, offset: int) -> MappedFile:
         os.makedirs(self.store_path, exist_ok=True)
-        mf = MappedFile(os.path.join(self.store_path, offset_to_file_name(offset)), self.mapped_file_size,
-                        sync_dir=self.durable_names, preallocate=self.preallocate)
+        mf = self._file(os.path.join(self.store_path, offset_to_file_name(offset)))
         with self._lock:
             if not self.mapped_files:
                 mf.first_create_in_queue = True
             self.mapped_files = self.mapped_files + [mf]
         return mf
+
+    def _file(self, path: str, create: bool = True, checked: bool = False) -> MappedFile:
+        if self.handles is None:
+            return MappedFile(path, self.mapped_file_size, create=create, sync_dir=self.durable_names,
+                              preallocate=self.preallocate)
+        return LazyMappedFile(path, self.mapped_file_size, create=create, sync_dir=self.durable_names,
+                              preallocate=self.preallocate, handles=self.handles, checked=checked)
 
     def find_mapped_file_by_offset(self, offset: int, return_first_on_not_found: bool = False) -> MappedFile | None:
         files = self.mapped_files  # a snapshot: the list is replaced, never mutated in place
@@ -506,7 +666,7 @@ class MappedFileQueue:
         deleted: list[MappedFile] = []
         for mf in files[:-1]:
             pos = self.mapped_file_size - unit_size
-            max_phy = int.from_bytes(mf.mm[pos:pos + 8], "big", signed=True) if mf.is_available() else -1
+            max_phy = int.from_bytes(mf.read(pos, 8), "big", signed=True) if mf.is_available() else -1
             if max_phy < offset:
                 mf.destroy()
                 deleted.append(mf)

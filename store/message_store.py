@@ -21,12 +21,12 @@ from rmqd.store.commitlog import (
     CommitLog, DispatchRequest, MessageExtBatch, MessageExtBrokerInner, PutMessageResult, PutMessageStatus,
 )
 from rmqd.store.config import SLAVE, MessageStoreConfig
-from rmqd.store.consumequeue import CQ_STORE_UNIT_SIZE, SCHEDULE_TOPIC, ConsumeQueue, load_consume_queues
+from rmqd.store.consumequeue import CQ_STORE_UNIT_SIZE, SCHEDULE_TOPIC, ConsumeQueue, each_queue, load_consume_queues
 from rmqd.store.dispatch import ArrivalListener, Dispatcher, ReputMessageService
 from rmqd.store.expiry import CLEAN_INITIAL_DELAY_MS, CleanService, disk_partition_space_used_percent
 from rmqd.store.flush import FlushCallback, FlushService, quiet_point
 from rmqd.store.indexfile import IndexService
-from rmqd.store.mapped_file import MappedFile
+from rmqd.store.mapped_file import FileHandles, MappedFile
 from rmqd.store.errors import StoreBusyError, StoreFileError, StoreLockError, StoreNameError
 from rmqd.store.stats import StoreStatsService
 from rmqd.store.topic_config import RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
@@ -95,6 +95,11 @@ class TagsMessageFilter:
         return True
 
 
+#: consume-queue files written through open descriptors at once (the least recently written
+#: closed first): a broker's hot queues keep theirs, 80,000 cold ones cost none
+CQ_WRITE_DESCRIPTORS = 1024
+
+
 class DefaultMessageStore:
     """Public API used by broker processors (see CONTRACTS.md)."""
 
@@ -106,6 +111,12 @@ class DefaultMessageStore:
         self.config = config
         self.commit_log = CommitLog(config)
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
+        # consume-queue files are mapped when read and written through a bounded set of
+        # descriptors: 10,000 topics x 8 queues must not take 80,000 mappings and descriptors
+        self.cq_handles = FileHandles(CQ_WRITE_DESCRIPTORS)
+        # the consume queues written since they were last flushed whole: the flush thread
+        # visits these every second, not every queue (80,000 idle queues cost nothing)
+        self._cq_dirty: set[ConsumeQueue] = set()
         self._cq_lock = threading.Lock()
         self._valid_topics: set[str] = set()
         self.stats = StoreStatsService()
@@ -159,7 +170,9 @@ class DefaultMessageStore:
             self.last_exit_ok = not os.path.exists(self.config.get_abort_file())
             self.commit_log.load()
             for (topic, qid), cq in load_consume_queues(self.config.get_store_path_consume_queue(),
-                                                        self.config.get_mapped_file_size_consume_queue()).items():
+                                                        self.config.get_mapped_file_size_consume_queue(),
+                                                        self.cq_handles).items():
+                cq.on_write = self._cq_dirty.add
                 self.consume_queue_table.setdefault(topic, {})[qid] = cq
             self.checkpoint = StoreCheckpoint(self.config.get_store_checkpoint())
             self.index_service.load(self.last_exit_ok, self.checkpoint.indexMsgTimestamp,
@@ -181,10 +194,8 @@ class DefaultMessageStore:
         self.index_service.rollback_to(phy, lambda p: store_timestamp_at(self.commit_log, p) or 0)
 
     def _recover(self) -> None:
-        max_phy_cq = -1
-        for cq in self._all_cqs():
-            cq.recover()
-            max_phy_cq = max(max_phy_cq, cq.max_physic_offset)
+        each_queue(self._all_cqs(), ConsumeQueue.recover)
+        max_phy_cq = max((cq.max_physic_offset for cq in self._all_cqs()), default=-1)
         cqs = self._all_cqs()
         if self.last_exit_ok:
             rep = recover_normally(self.commit_log, max_phy_cq, cqs, self.config.checkCRCOnRecover)
@@ -239,8 +250,16 @@ class DefaultMessageStore:
             quiet_ts, quiet_end = quiet_point(self.commit_log.put_message_lock, self.commit_log.mapped_file_queue)
             if self.reput_service.reput_from_offset >= quiet_end:
                 ts = max(ts, quiet_ts)
-        for cq in self._all_cqs():
+        dirty = self._cq_dirty
+        for cq in list(dirty):
+            if cq.flush_would_wait(least_pages):
+                continue  # stays to flush
+            # forget it first, then look: a write after the look adds it again (writers add
+            # after writing), so a queue with unflushed units is never left out
+            dirty.discard(cq)
             cq.flush(least_pages)
+            if cq.has_unflushed():
+                dirty.add(cq)
         if least_pages == 0 and self.checkpoint is not None:
             if ts > 0:
                 self.checkpoint.logicsMsgTimestamp = ts
@@ -300,6 +319,7 @@ class DefaultMessageStore:
             self.checkpoint = None
         for cq in self._all_cqs():
             cq.close()
+        self.cq_handles.close_all()
         self.commit_log.shutdown()
         self._release_lock()
 
@@ -417,7 +437,8 @@ class DefaultMessageStore:
             cq = qs.get(queue_id)
             if cq is None:
                 cq = ConsumeQueue(topic, queue_id, self.config.get_store_path_consume_queue(),
-                                  self.config.get_mapped_file_size_consume_queue())
+                                  self.config.get_mapped_file_size_consume_queue(), self.cq_handles)
+                cq.on_write = self._cq_dirty.add
                 qs[queue_id] = cq
         return cq
 
@@ -443,7 +464,7 @@ class DefaultMessageStore:
 
     def _queue_closed(self, topic: str, queue_id: int) -> bool:
         cq = self.get_consume_queue(topic, queue_id)
-        return cq is None or any(mf.mm.closed for mf in cq.files)
+        return cq is None or any(not mf.is_available() for mf in cq.files)
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         cq = self.get_consume_queue(topic, queue_id)

@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Sequence
 
 from rmqd.store.checkpoint import StoreCheckpoint
 from rmqd.store.commitlog import CommitLog, DispatchInfo
-from rmqd.store.consumequeue import ConsumeQueue
+from rmqd.store.consumequeue import ConsumeQueue, each_queue
 from rmqd.store.dispatch import DISPATCH_BATCH
 from rmqd.store.mapped_file import MappedFile
 from rmqd.wire.message import MAGIC_CODE_V1, MAGIC_CODE_V2, SYSFLAG_POSITION, store_timestamp_position
@@ -124,8 +124,11 @@ def _truncate(commit_log: CommitLog, process_offset: int, max_phy_offset_of_cq: 
     if max_phy_offset_of_cq >= process_offset:
         log.info("maxPhyOffsetOfConsumeQueue(%d) >= processOffset(%d), truncate dirty logic files",
                  max_phy_offset_of_cq, process_offset)
-        for cq in consume_queues:
-            cq.truncate_dirty_logic_files(process_offset)
+        # 4.9 runs truncateDirtyLogicFiles on every queue; one whose last unit (as recover()
+        # found it) ends at or before the end would keep every unit: left as it is (a clean
+        # restart reads the last page of 80,000 queues once, not twice)
+        each_queue([cq for cq in consume_queues if not 0 < cq.max_physic_offset <= process_offset],
+                   lambda cq: cq.truncate_dirty_logic_files(process_offset))
         report.truncated_consume_queues = True
 
 
@@ -189,11 +192,19 @@ def covered_position(commit_log: CommitLog, mf: MappedFile, consume_queues: Iter
     binary search per queue; 0 when no unit qualifies."""
     lo_phy, hi_phy = mf.file_from_offset, mf.file_from_offset + mf.file_size
     best = lo_phy
+    # queues by their last unit, latest first: once one is covered whole, every queue after
+    # it ends before the boundary found, so only queues written after the checkpoint are
+    # searched (80,000 queues must not cost 80,000 searches and their commit-log reads)
+    ends = []
     for cq in consume_queues:
         a, b = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue() - 1
         last = cq.get_unit(b) if b >= a else None
-        if last is None or last[0] <= best:
-            continue  # this queue ends before the best boundary found so far
+        if last is not None and last[0] > best:
+            ends.append((last[0], a, b, cq))
+    ends.sort(key=lambda e: e[0], reverse=True)
+    for last_phy, a, b, cq in ends:
+        if last_phy <= best:
+            break  # this queue, and every one after it, ends before the best boundary found
         while a <= b:
             m = (a + b) // 2
             u = cq.get_unit(m)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import re
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from typing import Any, Iterable, overload
 from rmqd.wire import fastjson
 from rmqd.wire.codes import LanguageCode
 from rmqd.wire.errors import WireError
+from rmqd.wire.javamap import java_concurrent_hashmap_order
 
 # --------------------------------------------------------------------------------------------
 # lenient scalar coercion (fastjson's TypeUtils.castToXxx behaviour, narrowed to what we meet)
@@ -208,8 +210,13 @@ class Body:
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview | str | None) -> Any:
+        return cls.from_json_obj(cls.decode_json_obj(data))
+
+    @classmethod
+    def decode_json_obj(cls, data: bytes | bytearray | memoryview | str | None) -> dict:
+        """The body's JSON object, not yet made into the dataclass (WireError if it is none)."""
         if data is None or len(data) == 0:
-            return cls.from_json_obj({})
+            return {}
         if isinstance(data, str):
             text = data
         else:
@@ -221,7 +228,7 @@ class Body:
             obj = fastjson.loads(_quote_object_keys(text) if cls._OBJECT_KEYS else text)
         except WireError as exc:
             raise WireError(f"{cls.__name__} body: {exc}") from exc
-        return cls.from_json_obj(_obj(obj, cls.__name__))
+        return _obj(obj, cls.__name__)
 
 
 # --------------------------------------------------------------------------------------------
@@ -302,6 +309,27 @@ class TopicConfig(Body):
         """TopicConfig.getTopicMessageType (5.x): the message.type attribute, NORMAL when unset."""
         return (self.attributes or {}).get(TOPIC_MESSAGE_TYPE_ATTRIBUTE, "NORMAL")
 
+    # 4.9's TopicConfig.encode()/decode(String): the text a compressed registration carries
+    # per topic - name, read and write queue numbers, perm and filter type, space-separated
+    # (topicSysFlag and order are not in it: a name server fed compressed bodies never sees them)
+    def encode_compact(self) -> str:
+        return (f"{self.topicName} {int(self.readQueueNums)} {int(self.writeQueueNums)} {int(self.perm)} "
+                f"{self.topicFilterType.name}")
+
+    @classmethod
+    def decode_compact(cls, text: str) -> "TopicConfig":
+        parts = text.split(" ")
+        while parts and parts[-1] == "":  # String.split drops trailing empty strings
+            parts.pop()
+        if len(parts) != 5 or not all(_JAVA_INT.fullmatch(p) for p in parts[1:4]):
+            raise WireError(f"TopicConfig: {text[:200]!r} is not 'name read write perm filterType'")
+        try:
+            filter_type = TopicFilterType[parts[4]]
+        except KeyError:
+            raise WireError(f"TopicConfig: unknown topicFilterType {parts[4][:50]!r}") from None
+        name, read, write, perm = parts[0], *(as_int(p) for p in parts[1:4])
+        return cls(topicName=name, readQueueNums=read, writeQueueNums=write, perm=perm, topicFilterType=filter_type)
+
 
 #: the 5.x topic attribute naming the kind of messages a topic takes, and its values
 TOPIC_MESSAGE_TYPE_ATTRIBUTE = "message.type"
@@ -344,8 +372,42 @@ def alter_topic_attributes(current: dict[str, str] | None, modification: str | N
     return result or None
 
 
+_JAVA_INT = re.compile(r"[+-]?[0-9]{1,10}")
+
+
+def topic_config_json(tc: TopicConfig, pretty: bool, browser: bool, indent: int) -> str:
+    """fastjson text of a TopicConfig bean, as the generic bean writer makes it, in one
+    join: a broker's table holds thousands, written on every registration and save. A topic
+    with 5.x attributes (rare) takes the generic writer, which writes the map too."""
+    if tc.attributes:
+        return fastjson.generic_bean_text(tc, pretty, browser, indent)
+    q = fastjson.quote
+    fields = ['"order":true' if tc.order else '"order":false', f'"perm":{int(tc.perm)}',
+              f'"readQueueNums":{int(tc.readQueueNums)}', f'"topicFilterType":{q(tc.topicFilterType.name, browser)}',
+              f'"topicSysFlag":{int(tc.topicSysFlag)}', f'"writeQueueNums":{int(tc.writeQueueNums)}']
+    if tc.topicName is not None:
+        fields.insert(4, f'"topicName":{q(tc.topicName, browser)}')
+    if not pretty:
+        return "{" + ",".join(fields) + "}"
+    inner = "\n" + "\t" * (indent + 1)
+    return "{" + inner + ("," + inner).join(fields) + "\n" + "\t" * indent + "}"
+
+
+fastjson.register_bean_writer(TopicConfig, topic_config_json)
+
+
+class _BeanBody(Body):
+    """A body written straight from its dataclasses by fastjson's bean writer (no tree of
+    dicts first): the topic table bodies, thousands of TopicConfigs with a writer of their own."""
+
+    def to_json(self, *, browser_compatible: bool = False, sort_maps: bool = False) -> str:
+        if sort_maps:
+            return Body.to_json(self, browser_compatible=browser_compatible, sort_maps=True)
+        return fastjson.dumps(self, browser_compatible=browser_compatible)
+
+
 @dataclass(slots=True)
-class TopicConfigSerializeWrapper(Body):
+class TopicConfigSerializeWrapper(_BeanBody):
     topicConfigTable: dict[str, TopicConfig] = field(default_factory=dict)
     dataVersion: DataVersion = field(default_factory=DataVersion)
 
@@ -357,8 +419,11 @@ class TopicConfigSerializeWrapper(Body):
         return cls(topicConfigTable=table, dataVersion=DataVersion.from_json_obj(obj.get("dataVersion")))
 
 
+_INT32 = struct.Struct(">i")
+
+
 @dataclass(slots=True)
-class RegisterBrokerBody(Body):
+class RegisterBrokerBody(_BeanBody):
     topicConfigSerializeWrapper: TopicConfigSerializeWrapper = field(default_factory=TopicConfigSerializeWrapper)
     filterServerList: list[str] = field(default_factory=list)
 
@@ -369,22 +434,26 @@ class RegisterBrokerBody(Body):
                        obj.get("topicConfigSerializeWrapper")),
                    filterServerList=[str(s) for s in _list(obj.get("filterServerList"), "filterServerList")])
 
-    # compressed form (broker.conf compressedRegister=true): deflate of
-    # int32 len + DataVersion json, int32 n, n x (int32 len + TopicConfig json), int32 len + filter list json
+    # The compressed form (REGISTER_BROKER with compressed=true; a 4.9 broker sends it when
+    # broker.conf says compressedRegister=true, 4.9.7 RegisterBrokerBody.encode(true)): a zlib
+    # stream (Deflater BEST_COMPRESSION) of int32 length + DataVersion JSON, int32 count, count
+    # x (int32 length + TopicConfig.encode() text, see TopicConfig.encode_compact), int32
+    # length + filter server list JSON; all int32 big-endian, all text UTF-8.
     def encode_compressed(self) -> bytes:
-        out = bytearray()
+        wrapper = self.topicConfigSerializeWrapper
+        parts = []
 
         def put(chunk: bytes) -> None:
-            out.extend(struct.pack(">i", len(chunk)))
-            out.extend(chunk)
+            parts.append(_INT32.pack(len(chunk)))
+            parts.append(chunk)
 
-        wrapper = self.topicConfigSerializeWrapper
         put(wrapper.dataVersion.encode())
-        out.extend(struct.pack(">i", len(wrapper.topicConfigTable)))
-        for cfg in wrapper.topicConfigTable.values():
-            put(cfg.encode())
-        put(fastjson.dumps(list(self.filterServerList)).encode("utf-8"))
-        return zlib.compress(bytes(out), 9)
+        parts.append(_INT32.pack(len(wrapper.topicConfigTable)))
+        # in the order of the ConcurrentHashMap 4.9 copies the table into (cloneTopicConfigTable)
+        for cfg in java_concurrent_hashmap_order(wrapper.topicConfigTable, None).values():
+            put(cfg.encode_compact().encode("utf-8", "replace"))
+        put(fastjson.dumps(list(self.filterServerList)).encode("utf-8", "replace"))
+        return zlib.compress(b"".join(parts), 9)
 
     @classmethod
     def decode_register(cls, data: bytes | memoryview | None, compressed: bool) -> "RegisterBrokerBody":
@@ -402,26 +471,42 @@ class RegisterBrokerBody(Body):
             raise WireError(f"RegisterBrokerBody: bad deflate stream ({why})") from None
         pos = 0
 
-        def take() -> bytes:
+        def int32() -> int:
             nonlocal pos
             if pos + 4 > len(raw):
                 raise WireError(f"RegisterBrokerBody: truncated at byte {pos}")
-            (n,) = struct.unpack_from(">i", raw, pos)
-            if n < 0 or pos + 4 + n > len(raw):
-                raise WireError(f"RegisterBrokerBody: bad length {n} at byte {pos}")
-            pos += 4 + n
+            (n,) = _INT32.unpack_from(raw, pos)
+            pos += 4
+            return n
+
+        def take() -> bytes:
+            nonlocal pos
+            n = int32()
+            if n < 0 or pos + n > len(raw):
+                raise WireError(f"RegisterBrokerBody: bad length {n} at byte {pos - 4}")
+            pos += n
             return raw[pos - n:pos]
+
+        def text(chunk: bytes) -> str:
+            try:
+                return chunk.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise WireError(f"RegisterBrokerBody: text is not UTF-8 (byte {exc.start})") from None
 
         body = cls()
         body.topicConfigSerializeWrapper.dataVersion = DataVersion.decode(take())
-        if pos + 4 > len(raw):
-            raise WireError(f"RegisterBrokerBody: truncated at byte {pos}")
-        (count,) = struct.unpack_from(">i", raw, pos)
-        pos += 4
+        count = int32()
+        if count < 0 or count > (len(raw) - pos) // 4:
+            raise WireError(f"RegisterBrokerBody: bad topic count {count}")
+        table = body.topicConfigSerializeWrapper.topicConfigTable
         for _ in range(count):
-            cfg = TopicConfig.decode(take())
-            body.topicConfigSerializeWrapper.topicConfigTable[cfg.topicName or ""] = cfg
-        body.filterServerList = [str(s) for s in _list(fastjson.loads(take()), "filterServerList")]
+            cfg = TopicConfig.decode_compact(text(take()))
+            table[cfg.topicName or ""] = cfg
+        servers = text(take())
+        try:
+            body.filterServerList = [str(s) for s in _list(fastjson.loads(servers), "filterServerList")]
+        except WireError:  # 4.9 logs the text and goes on with no filter servers
+            body.filterServerList = []
         return body
 
 

@@ -14,7 +14,7 @@ from typing import Any, Hashable, Iterable, Mapping, TypeVar
 
 __all__ = [
     "java_string_hash", "java_string_hash_from", "java_hash", "hashmap_capacity", "chm_table_size", "java_hashmap_order",
-    "java_hashmap_key_order", "java_concurrent_hashmap_order", "hashmap_permutation",
+    "java_hashmap_key_order", "java_concurrent_hashmap_order", "ConcurrentHashMapOrder", "hashmap_permutation",
 ]
 
 K = TypeVar("K", bound=Hashable)
@@ -162,11 +162,39 @@ def java_hashmap_key_order(keys: Iterable[K], max_size: int | None = None) -> tu
     return keys if perm is None else tuple(keys[i] for i in perm)
 
 
+def _chm_table_size_for(size: int, initial_capacity: int | None) -> int:
+    n = chm_table_size(initial_capacity)
+    while size >= n - (n >> 2):  # sizeCtl = 0.75 n: the table doubled
+        n <<= 1
+    return n
+
+
 def java_concurrent_hashmap_order(table: Mapping[K, V], initial_capacity: int | None) -> dict[K, V]:
     """``table`` re-ordered as a ``ConcurrentHashMap`` built with ``initial_capacity``
     (see :func:`chm_table_size`) and holding the same keys iterates them (fastjson writes
     maps in iteration order). The table doubles as the JDK's does, at 3/4 full."""
-    n = chm_table_size(initial_capacity)
-    while len(table) >= n - (n >> 2):  # sizeCtl = 0.75 n: the table doubled
-        n <<= 1
-    return _bucket_order(table, n)
+    return _bucket_order(table, _chm_table_size_for(len(table), initial_capacity))
+
+
+class ConcurrentHashMapOrder:
+    """:func:`java_concurrent_hashmap_order`'s key order for one big table ordered again and
+    again as it changes a little (topics.json, saved after each change): each key's bucket is
+    remembered for the current table size, so ordering again is one sort in C."""
+
+    def __init__(self, initial_capacity: int | None) -> None:
+        self.initial_capacity = initial_capacity
+        self._size = 0
+        self._buckets: dict[Any, int] = {}
+
+    def keys(self, table: Mapping[K, Any]) -> list[K]:
+        n = _chm_table_size_for(len(table), self.initial_capacity)
+        buckets = self._buckets
+        if n != self._size or len(buckets) > 2 * len(table) + 64:  # resized, or many keys gone
+            buckets = self._buckets = {}
+            self._size = n
+        missing = table.keys() - buckets.keys()
+        if missing:
+            mask, spread = n - 1, _spread.__wrapped__
+            for key in missing:
+                buckets[key] = spread(key) & mask
+        return sorted(table, key=buckets.__getitem__)  # stable: a bucket keeps insertion order

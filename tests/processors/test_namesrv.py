@@ -344,3 +344,30 @@ def test_damaged_kv_config_is_a_clear_error_naming_the_file(tmp_path):
             KVConfigManager(path).load()
         assert str(path) in str(info.value) and needle in str(info.value)
         assert path.read_bytes() == bad
+
+
+def test_periodic_registration_topic_table_decoded_only_when_taken(monkeypatch):
+    """A broker re-registers its whole table every 30 s under the same DataVersion: the name
+    server does not build its thousands of TopicConfigs then (it would not use them)."""
+    from rmqd.wire.bodies import TopicConfig
+
+    p = processor()
+    built = []
+    real = TopicConfig.from_json_obj.__func__
+
+    def counting(cls, obj):
+        built.append(obj.get("topicName"))
+        return real(cls, obj)
+
+    monkeypatch.setattr(TopicConfig, "from_json_obj", classmethod(counting))
+    big = topic_wrapper(*[(f"T{i}", 4, 6) for i in range(50)], counter=7)
+    assert register(p, wrapper=big).code == 0
+    assert len(built) == 50  # the first registration: taken
+    built.clear()
+    assert register(p, wrapper=big).code == 0
+    assert built == []  # same version: skipped
+    assert register(p, wrapper=topic_wrapper(("T0", 8, 6), counter=8)).code == 0
+    assert built == ["T0"]
+    assert TopicRouteData.decode(route(p, "T0").body).queueDatas[0].writeQueueNums == 8
+    assert register(p, wrapper=big, broker_id=1, addr="127.0.0.1:10912").code == 0  # a slave: never taken
+    assert built == ["T0"]
