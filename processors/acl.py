@@ -50,6 +50,8 @@ from rmqd.wire.headers import (ConsumeMessageDirectlyResultRequestHeader, Consum
                                EndTransactionRequestHeader, ViewMessageRequestHeader)
 from rmqd.wire.javamap import java_hashmap_key_order
 from rmqd.wire.message import parse_offset_msg_id
+from rmqd.wire.pop import decode_batch_ack_body
+from rmqd.wire import fastjson
 
 # Permission (4.9.8 acl.common.Permission)
 DENY = 1
@@ -76,9 +78,13 @@ ACL_CONFIG_CODES = frozenset({
     int(RequestCode.GET_BROKER_CLUSTER_ACL_INFO),
     int(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG),
 })
-#: rmqd's further admin codes: 54 (always, it is ACL administration too) and
-#: DELETE_EXPIRED_COMMITLOG (deletes commit-log files now: a change to the broker's own state).
-RMQD_ADMIN_CODES = frozenset({GET_BROKER_CLUSTER_ACL_CONFIG, int(RequestCode.DELETE_EXPIRED_COMMITLOG)})
+#: rmqd's further admin codes: 54 (always, it is ACL administration too), the codes that delete
+#: store files now (DELETE_EXPIRED_COMMITLOG, CLEAN_EXPIRED_CONSUMEQUEUE, CLEAN_UNUSED_TOPIC: a
+#: change to the broker's own state) and SET_MESSAGE_REQUEST_MODE (switches a group between pull
+#: and POP for every client of it: mqadmin setConsumeMode).
+RMQD_ADMIN_CODES = frozenset({GET_BROKER_CLUSTER_ACL_CONFIG, int(RequestCode.DELETE_EXPIRED_COMMITLOG),
+                              int(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE), int(RequestCode.CLEAN_UNUSED_TOPIC),
+                              int(RequestCode.SET_MESSAGE_REQUEST_MODE)})
 
 
 def admin_codes(non_admin_acl_config: bool = False) -> frozenset[int]:
@@ -576,6 +582,30 @@ def _consume_directly(need: NeededAccess, f: Mapping[str, str], request: Remotin
     need.add_message(offset, lookup, SUB)
 
 
+def _batch_ack(need: NeededAccess, f: Mapping[str, str], request: RemotingCommand,
+               lookup: MessageLookup | None) -> None:
+    """BATCH_ACK_MESSAGE: the group and topic of every ack in the body (5.x's ACL checks each)."""
+    try:
+        _, acks = decode_batch_ack_body(request.body)
+    except WireError as exc:  # the handler refuses the body the same way; no resource to name
+        raise AclError(f"BatchAckMessageRequestBody cannot be parsed: {exc}", _AT_PARSE) from None
+    for ack in acks:
+        need.add_group(ack.consumer_group)
+        need.add_topic(ack.topic)
+
+
+def _query_assignment(need: NeededAccess, f: Mapping[str, str], request: RemotingCommand,
+                      lookup: MessageLookup | None) -> None:
+    """QUERY_ASSIGNMENT: the body's topic and consumerGroup."""
+    try:
+        obj = fastjson.loads(bytes(request.body or b"").decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise AclError(f"QueryAssignmentRequestBody cannot be parsed: {exc}", _AT_PARSE) from None
+    if isinstance(obj, dict):
+        need.add_group(str(obj.get("consumerGroup") or "") or None)
+        need.add_topic(str(obj.get("topic") or "") or None)
+
+
 _Parser = Callable[[NeededAccess, Mapping[str, str], RemotingCommand, "MessageLookup | None"], None]
 
 #: PlainAccessValidator.parse's cases (10, 310, 36, 11, 12, 34, 35, 38, 15) and rmqd's further
@@ -607,6 +637,14 @@ RESOURCE_PARSERS: dict[int, _Parser] = {
     int(RequestCode.GET_CONSUME_STATS): _group_and_topic,
     int(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO): _topic,
     int(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET): _reset_offset,
+    int(RequestCode.GET_CONSUMER_RUNNING_INFO): _consumer_group,
+    int(RequestCode.QUERY_CONSUME_QUEUE): _group_and_topic,
+    # RocketMQ 5's POP consumption (SUB on the topic and the group, as its ACL checks them)
+    int(RequestCode.POP_MESSAGE): _group_and_topic,
+    int(RequestCode.ACK_MESSAGE): _group_and_topic,
+    int(RequestCode.CHANGE_MESSAGE_INVISIBLETIME): _group_and_topic,
+    int(RequestCode.BATCH_ACK_MESSAGE): _batch_ack,
+    int(RequestCode.QUERY_ASSIGNMENT): _query_assignment,
 }
 
 

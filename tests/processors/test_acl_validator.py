@@ -425,7 +425,15 @@ def test_acl_administration_is_admin_only_unless_configured(code: int) -> None:
     except AclError:
         passed = False
     assert passed == (code != 54)
-    assert DEFAULT_ADMIN_CODES == ADMIN_CODES | {50, 51, 52, 53, 54, 329}
+    assert DEFAULT_ADMIN_CODES == ADMIN_CODES | {50, 51, 52, 53, 54, 329, 306, 316, 401}
+
+
+@pytest.mark.parametrize("code", [306, 316, 401])
+def test_codes_that_delete_files_or_switch_a_group_are_admin_only(code: int) -> None:
+    """CLEAN_EXPIRED_CONSUMEQUEUE and CLEAN_UNUSED_TOPIC delete store files; SET_MESSAGE_REQUEST_MODE
+    switches a group between pull and POP for all its clients: admin accounts only."""
+    assert "Need admin permission" in (_verdict(_signed(code, {"topic": "T"}, None)) or "")
+    assert _verdict(_signed(code, {"topic": "T"}, None, ADMIN_AK, ADMIN_SK)) is None
 
 
 def test_codes_naming_a_stored_message_check_its_topic() -> None:
@@ -487,6 +495,25 @@ def test_codes_naming_a_stored_message_check_its_topic() -> None:
     (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "T"}, None, {"T": SUB}),
     (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {"topic": "T", "group": "G", "timestamp": "0", "isForce": "true"},
      None, {"%RETRY%G": SUB, "T": SUB}),
+    (RequestCode.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "G", "clientId": "c"}, None, {"%RETRY%G": SUB}),
+    (RequestCode.QUERY_CONSUME_QUEUE, {"topic": "T", "queueId": "0", "index": "0", "count": "1",
+                                       "consumerGroup": "G"}, None, {"%RETRY%G": SUB, "T": SUB}),
+    # RocketMQ 5's POP codes
+    (RequestCode.POP_MESSAGE, {"consumerGroup": "G", "topic": "T", "queueId": "-1", "maxMsgNums": "1",
+                               "invisibleTime": "1000", "pollTime": "0", "bornTime": "0", "initMode": "0"},
+     None, {"%RETRY%G": SUB, "T": SUB}),
+    (RequestCode.ACK_MESSAGE, {"consumerGroup": "G", "topic": "T", "queueId": "0", "extraInfo": "x",
+                               "offset": "0"}, None, {"%RETRY%G": SUB, "T": SUB}),
+    (RequestCode.CHANGE_MESSAGE_INVISIBLETIME, {"consumerGroup": "G", "topic": "T", "queueId": "0",
+                                                "extraInfo": "x", "offset": "0", "invisibleTime": "1"},
+     None, {"%RETRY%G": SUB, "T": SUB}),
+    (RequestCode.BATCH_ACK_MESSAGE, {}, json.dumps({"acks": [
+        {"c": "G", "t": "T1", "r": "0", "so": 0, "q": 0, "rq": 0, "pt": 0, "it": 1, "b": ""},
+        {"c": "G2", "t": "T2", "r": "0", "so": 0, "q": 0, "rq": 0, "pt": 0, "it": 1, "b": ""}]}).encode(),
+     {"%RETRY%G": SUB, "T1": SUB, "%RETRY%G2": SUB, "T2": SUB}),
+    (RequestCode.QUERY_ASSIGNMENT, {}, json.dumps({"topic": "T", "consumerGroup": "G", "clientId": "c",
+                                                   "strategyName": "AVG", "messageModel": "CLUSTERING"}).encode(),
+     {"%RETRY%G": SUB, "T": SUB}),
     (RequestCode.GET_ALL_TOPIC_CONFIG, {}, None, None),
     (RequestCode.GET_BROKER_RUNTIME_INFO, {}, None, None),
 ])
