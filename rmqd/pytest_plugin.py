@@ -5,7 +5,7 @@ Installed with rmqd (entry point ``pytest11``), so nothing needs configuring::
 
     def test_send(rmqd_broker):
         producer = Producer("pg")
-        producer.set_name_server_address(rmqd_broker.namesrv_addr)
+        producer.set_namesrv_addr(rmqd_broker.namesrv_addr)
         ...
 
     @pytest.mark.rmqd(conf={"autoCreateTopicEnable": False}, mode="subprocess")
@@ -60,6 +60,8 @@ DEFAULT_CONF: dict[str, str] = {
     "mappedFileSizeConsumeQueue": str(30_000 * 20),
     "maxHashSlotNum": "50000",
     "maxIndexNum": "200000",
+    # RocketMQ 5's gRPC clients: a free port (grpc_addr), not the proxy's 8081
+    "grpcServerPort": "0",
 }
 
 MODES = ("thread", "subprocess")
@@ -84,6 +86,8 @@ class RmqdBroker:
     namesrv_role: NamesrvRole | None = field(default=None, repr=False)
     log_path: Path | None = None  #: subprocess mode: its stderr
     _stop: Callable[[], None] | None = field(default=None, repr=False)
+    #: "127.0.0.1:port" for RocketMQ 5's gRPC clients (their endpoints); None with grpcServerPort=-1
+    grpc_addr: str | None = None
 
     def stop(self) -> None:
         """Stop now (the fixtures stop it at teardown otherwise); stopping twice is a no-op."""
@@ -171,8 +175,10 @@ async def serving(store_dir: str | os.PathLike[str], conf: Mapping[str, ConfValu
             except BaseException as exc:  # a port taken since it was probed: another one
                 if "listenPort" in given or attempt == _PORT_TRIES - 1 or not _address_in_use(exc):
                     raise
+        grpc = bound.get("grpc")
         broker = RmqdBroker(overrides.get("namesrvAddr"), f"127.0.0.1:{bound['broker'][1]}", store, overrides,
-                            "trio", broker_role=role, namesrv_role=ns_role)
+                            "trio", broker_role=role, namesrv_role=ns_role,
+                            grpc_addr=f"127.0.0.1:{grpc[1]}" if grpc else None)
         try:
             yield broker
         finally:
@@ -285,7 +291,7 @@ def _start_subprocess(base: Path, conf: dict[str, str], timeout: float) -> RmqdB
             raise RuntimeError(f"rmqd serve exited {code}: {log_path.read_text(errors='replace')[-2000:]}")
 
     return RmqdBroker(fields["namesrv"], fields["broker"], store, {**given, "listenPort": str(port)}, "subprocess",
-                      log_path=log_path, _stop=stop)
+                      log_path=log_path, _stop=stop, grpc_addr=fields.get("grpc"))
 
 
 def _ready_line(proc: subprocess.Popen[str], timeout: float) -> str | None:

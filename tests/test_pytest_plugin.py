@@ -135,8 +135,20 @@ def test_factory_two_brokers(rmqd_broker_factory):
     assert cluster(a) == {"a": {0: a.broker_addr}} and cluster(b) == {"b": {0: b.broker_addr}}
     a.stop()
     a.stop()  # stopping twice is a no-op
+
+@pytest.mark.parametrize("mode", ["thread", "subprocess"])
+def test_grpc_on_a_free_port(rmqd_broker_factory, mode):
+    import socket
+    broker = rmqd_broker_factory({}, mode=mode)
+    host, port = broker.grpc_addr.rsplit(":", 1)
+    assert host == "127.0.0.1" and int(port) not in (0, 8081)
+    with socket.create_connection((host, int(port)), timeout=10) as s:  # HTTP/2 (h2c): SETTINGS back
+        s.sendall(b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+        head = s.recv(9)
+    assert len(head) == 9 and head[3] == 4
+    assert rmqd_broker_factory({"grpcServerPort": -1}).grpc_addr is None
 ''')
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=5)
 
 
 def test_mode_option_and_ini(pytester):
