@@ -33,13 +33,15 @@ ENV PATH=/opt/rmqd/bin:$PATH \
     RMQD_STORE=/var/lib/rmqd/store \
     RMQD_BROKER_CONF=/etc/rmqd/broker.conf \
     RMQD_NAMESRV_PORT=9876 \
-    RMQD_BROKER_PORT=10911
+    RMQD_BROKER_PORT=10911 \
+    RMQD_GRPC_PORT=8081
 USER rmqd
 WORKDIR /var/lib/rmqd
 # the store (commit log, queues, config/*.json) and the name server's kvConfig.json ($HOME/namesrv)
 VOLUME /var/lib/rmqd
-# name server, broker fast (VIP) port = listenPort-2, broker listenPort, HA port = listenPort+1
-EXPOSE 9876 10909 10911 10912
+# name server, broker fast (VIP) port = listenPort-2, broker listenPort, HA port = listenPort+1,
+# RocketMQ 5's gRPC clients (the proxy's port)
+EXPOSE 9876 10909 10911 10912 8081
 # Both listeners accept a TCP connection.  One command on purpose: it can later be pointed at an
 # HTTP health endpoint without touching anything else.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \

@@ -92,8 +92,20 @@ def test_one_test_against_rmqd_and_apache(broker: str, images: tuple[str, str], 
     with factory() as mq:
         assert mq.namesrv_address().startswith("127.0.0.1:") and mq.broker_address().startswith("127.0.0.1:")
         round_trip(mq.namesrv_address(), tmp_path, f"both_{broker}")
+        if broker == "rmqd":  # host networking: the gRPC port on the loopback too
+            assert_grpc_answers(mq.grpc_address())
     assert mq.exit_code == 0, f"{broker} container exited {mq.exit_code} after the graceful stop"
     print(f"\n{broker}: start->ready {mq.startup_s:.2f} s, start+round trip+stop {time.monotonic() - t0:.2f} s")
+
+
+def assert_grpc_answers(addr: str | None) -> None:
+    """RocketMQ 5's gRPC port speaks HTTP/2 (h2c): a client preface gets the server's SETTINGS."""
+    assert addr is not None
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+        head = s.recv(9)
+    assert len(head) == 9 and head[3] == 4, head
 
 
 def test_published_ports_on_loopback(images: tuple[str, str], tc: Any, tmp_path: Path) -> None:
@@ -103,8 +115,9 @@ def test_published_ports_on_loopback(images: tuple[str, str], tc: Any, tmp_path:
         bindings = mq.get_wrapped_container().attrs["HostConfig"]["PortBindings"]
         assert {b["HostIp"] for bs in bindings.values() for b in bs} == {"127.0.0.1"}, bindings
         assert {int(k.split("/")[0]) for k in bindings} == {mq.namesrv_port, mq.broker_port, mq.broker_port - 2,
-                                                            mq.broker_port + 1}
+                                                            mq.broker_port + 1, mq.grpc_port}
         round_trip(mq.namesrv_address(), tmp_path, "bridge")
+        assert_grpc_answers(mq.grpc_address())
     assert mq.exit_code == 0
 
 

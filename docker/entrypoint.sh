@@ -11,6 +11,6 @@ if [ "$#" -eq 0 ] || [ "$1" = serve ] || [ "${1#-}" != "$1" ]; then
         set -- -c "$RMQD_BROKER_CONF" "$@"
     fi
     exec rmqd serve --store "$RMQD_STORE" --namesrv-port "$RMQD_NAMESRV_PORT" \
-        --broker-port "$RMQD_BROKER_PORT" "$@"
+        --broker-port "$RMQD_BROKER_PORT" --grpc-port "$RMQD_GRPC_PORT" "$@"
 fi
 exec rmqd "$@"

@@ -127,6 +127,7 @@ class _BrokerContainer(DockerContainer):
         self._fixed_ports = (namesrv_port, broker_port)
         self.namesrv_port = namesrv_port or 0
         self.broker_port = broker_port or 0
+        self.grpc_port = 0  #: RmqdContainer: RocketMQ 5's gRPC clients (0: none)
         self.ready_timeout = ready_timeout
         self.stop_timeout = stop_timeout
         self.ready_line = ""
@@ -148,6 +149,10 @@ class _BrokerContainer(DockerContainer):
         """host:port of the broker (what routes advertise: brokerIP1:listenPort)."""
         return f"{LOOPBACK}:{self.broker_port}"
 
+    def grpc_address(self) -> str | None:
+        """host:port for RocketMQ 5's gRPC clients (their endpoints), None where there is none."""
+        return f"{LOOPBACK}:{self.grpc_port}" if self.grpc_port else None
+
     # -- start
 
     def _pick_ports(self) -> None:
@@ -166,7 +171,8 @@ class _BrokerContainer(DockerContainer):
     def _network_kwargs(self) -> dict[str, Any]:
         if self.network_mode == "host":
             return {"network_mode": "host"}
-        for p in (self.namesrv_port, *broker_ports(self.broker_port).values()):
+        grpc = [self.grpc_port] if self.grpc_port else []
+        for p in (self.namesrv_port, *broker_ports(self.broker_port).values(), *grpc):
             # published on the loopback only, the same number inside and out (brokerIP1:listenPort)
             self.ports[f"{p}/tcp"] = (LOOPBACK, p)  # type: ignore[assignment]
         return {}
@@ -303,6 +309,7 @@ class RmqdContainer(_BrokerContainer):
     def _pick_ports(self) -> None:
         if self.rmqd_args is None:
             super()._pick_ports()
+            self.grpc_port = free_port()
 
     def _prepare(self) -> None:
         if self.rmqd_args is not None:
@@ -313,6 +320,7 @@ class RmqdContainer(_BrokerContainer):
         conf = dict(self.broker_conf)
         self.with_env("RMQD_NAMESRV_PORT", str(self.namesrv_port))
         self.with_env("RMQD_BROKER_PORT", str(self.broker_port))
+        self.with_env("RMQD_GRPC_PORT", str(self.grpc_port))
         command = ["serve"]
         if self.network_mode == "host":
             command += ["--host", LOOPBACK]  # listen on, and advertise, the loopback only
