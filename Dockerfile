@@ -33,8 +33,7 @@ ENV PATH=/opt/rmqd/bin:$PATH \
     RMQD_STORE=/var/lib/rmqd/store \
     RMQD_BROKER_CONF=/etc/rmqd/broker.conf \
     RMQD_NAMESRV_PORT=9876 \
-    RMQD_BROKER_PORT=10911 \
-    RMQD_GRPC_PORT=8081
+    RMQD_BROKER_PORT=10911
 USER rmqd
 WORKDIR /var/lib/rmqd
 # the store (commit log, queues, config/*.json) and the name server's kvConfig.json ($HOME/namesrv)

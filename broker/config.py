@@ -374,6 +374,11 @@ def validate(settings: BrokerSettings) -> None:
                           "(0: any free port, -1: no gRPC endpoint)")
     if b.brokerId < 0:
         raise ConfigError(f"brokerId={b.brokerId} must be >= 0")
+    # enums in 4.9.8 (BrokerRole.valueOf, FlushDiskType.valueOf: case-sensitive, a bad name stops the start)
+    for key, value, allowed in (("brokerRole", settings.store.brokerRole, ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")),
+                                ("flushDiskType", settings.store.flushDiskType, ("ASYNC_FLUSH", "SYNC_FLUSH"))):
+        if value not in allowed:
+            raise ConfigError(f"{key}={value!r} is not one of {', '.join(allowed)}")
     # BrokerStartup: masters are brokerId 0; a slave needs brokerId > 0 (exit -3 in 4.9.8)
     if settings.store.brokerRole == "SLAVE" and b.brokerId <= 0:
         raise ConfigError(f"brokerRole=SLAVE needs brokerId > 0 (Slave's brokerId must be > 0), got {b.brokerId}")

@@ -10,7 +10,12 @@ if [ "$#" -eq 0 ] || [ "$1" = serve ] || [ "${1#-}" != "$1" ]; then
     if [ -n "${RMQD_BROKER_CONF:-}" ] && [ -f "$RMQD_BROKER_CONF" ]; then
         set -- -c "$RMQD_BROKER_CONF" "$@"
     fi
+    # RMQD_GRPC_PORT only when set: unset, rmqd's own default (8081) applies with its rule that a
+    # taken default port is a warning, and a broker.conf's grpcServerPort is not overridden.
+    if [ -n "${RMQD_GRPC_PORT:-}" ]; then
+        set -- --grpc-port "$RMQD_GRPC_PORT" "$@"
+    fi
     exec rmqd serve --store "$RMQD_STORE" --namesrv-port "$RMQD_NAMESRV_PORT" \
-        --broker-port "$RMQD_BROKER_PORT" --grpc-port "$RMQD_GRPC_PORT" "$@"
+        --broker-port "$RMQD_BROKER_PORT" "$@"
 fi
 exec rmqd "$@"

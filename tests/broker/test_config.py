@@ -212,6 +212,8 @@ def test_update_broker_config_keeps_refusing_unknown_keys():
     ("autoCreateTopicEnable=yes", "autoCreateTopicEnable"),
     ("mappedFileSizeCommitLog=1G", "mappedFileSizeCommitLog"),
     ("listenPort=1", "listenPort"),
+    ("flushDiskType=SOMETIMES", "flushDiskType='SOMETIMES' is not one of ASYNC_FLUSH, SYNC_FLUSH"),
+    ("brokerRole=slave", "brokerRole='slave' is not one of"),
     # what 4.9 would act on but rmqd cannot do: refused rather than run otherwise
     ("enableDLegerCommitLog=true", "enableDLegerCommitLog=true: rmqd has no DLedger commit log"),
     ("storePathCommitLog=/a/commitlog,/b/commitlog", "several commit-log directories"),
@@ -221,7 +223,7 @@ def test_bad_values_are_clear(tmp_path, line, needle):
     conf.write_text(line + "\n")
     with pytest.raises(ConfigError, match=needle) as info:
         load_broker_settings(conf)
-    if not line.startswith("listenPort"):  # (validated after loading, like BrokerStartup's own checks)
+    if not line.startswith(("listenPort", "flushDiskType", "brokerRole")):  # (validated after loading, like BrokerStartup's own checks)
         assert str(info.value).startswith(f"{conf}: ")
 
 
