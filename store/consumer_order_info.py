@@ -264,6 +264,16 @@ class ConsumerOrderInfoManager(ConfigManager):
                     elif now - qs[qid].last_consume_timestamp > CLEAN_SPAN_FROM_LAST_MS:
                         del qs[qid]
 
+    def persist(self) -> None:
+        """Only once an orderly pop used it (or the file is there already): a store no POP
+        consumer touched keeps 4.9's config/ file set, which Apache 4.9 and `spark verify
+        --against` compare."""
+        with self._lock:
+            unused = not self.table
+        if unused and not self.path.exists():
+            return
+        super().persist()
+
     def encode_obj(self) -> Any:
         self.auto_clean()
         with self._lock:

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rmqd.store.consumer_order_info import ConsumerOrderInfoManager, OrderInfo
+from rmqd.wire import fastjson
 from rmqd.store.message_request_mode import MessageRequestModeManager, SetMessageRequestMode
 from rmqd.store.pop import (
     AckMsg, BatchAckMsg, PopCheckPoint, build_ack_message, build_ck_message, decode_revive_body, java5_properties,
@@ -143,6 +144,20 @@ def test_consumer_order_info_semantics() -> None:
     assert not m.check_block("a2", "T", "G", 0, 5000)  # 7 is visible again, the rest acked
     again = m.update("a3", "T", "G", 0, pop_time=2001, invisible_time=5000, msg_queue_offsets=[7])
     assert again == [(7, 1), (None, 1)]  # delivered once before
+
+
+def test_consumer_order_info_file_only_once_used(tmp_path: Path) -> None:
+    """A store no orderly POP consumer touched keeps 4.9's config/ file set."""
+    path = tmp_path / "config" / "consumerOrderInfo.json"
+    m = ConsumerOrderInfoManager(tmp_path, clock=lambda: 1000)
+    m.persist()
+    assert not path.exists()
+    m.update("a1", "T", "G", 0, pop_time=1000, invisible_time=5000, msg_queue_offsets=[4])
+    m.persist()
+    assert '"T@G"' in path.read_text()
+    m.table.clear()  # emptied after use: the file is kept up to date, not left stale
+    m.persist()
+    assert fastjson.loads(path.read_text()) == {"table": {}}
 
 
 def test_message_request_mode_file(tmp_path: Path) -> None:
