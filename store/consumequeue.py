@@ -253,8 +253,18 @@ class ConsumeQueue:
             self.min_logic_offset = expect
             mfq.flushed_where = mfq.committed_where = expect
             self._fill_pre_blank(mf, expect)
+        current = mf.wrote_position + mf.file_from_offset
+        if cq_offset == 0 and current > 0:
+            # 4.9.8 appends such a unit anyway. It comes from a deleted topic's later life: a
+            # recovery after a crash walks the commit log again, and once the topic's last
+            # queue is gone (deleted, then SIGKILL) the records of each earlier life are
+            # dispatched in turn, every life starting over at offset 0.  Appended, unit N
+            # would point at a record of queue offset 0; the first life stays indexed instead.
+            log.warning("consume queue %s-%d: record at %d has queue offset 0 but the queue holds %d units "
+                        "(a deleted topic's later messages, found again by recovery): not indexed",
+                        self.topic, self.queue_id, offset, current // CQ_STORE_UNIT_SIZE)
+            return True
         if cq_offset != 0:
-            current = mf.wrote_position + mf.file_from_offset
             if expect < current:
                 return True  # built already (a replay)
             if expect != current:
