@@ -334,7 +334,11 @@ def test_podman_socket(podman: tuple[str, str], tc: Any, tmp_path: Path, monkeyp
         assert mq.exit_code == 0, (mode, mq.exit_code)
     with pytest.raises(tc.ContainerStartError, match="exited with 1 before it was ready: rmqd: "
                                                      "flushDiskType='SOMETIMES' is not one of ASYNC_FLUSH, SYNC_FLUSH"):
-        tc.RmqdContainer(image, broker_conf={"flushDiskType": "SOMETIMES"}).start()
+        bad = tc.RmqdContainer(image, broker_conf={"flushDiskType": "SOMETIMES"})
+        try:
+            bad.start()
+        finally:  # started after all (the test fails): not left running
+            bad.stop()
 
 
 # --------------------------------------------------------------------------------------------
