@@ -30,6 +30,9 @@ from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "compat_tests"))
+# both brokers run as plain processes (their CPU is read from /proc/<pid>); set before the harness
+# modules are imported, since compat_runner reads it once at import
+os.environ.setdefault("RMQD_COMPAT_RUNNER", "process")
 
 BENCH_JAVA = REPO / "scripts" / "bench_java" / "GrpcBenchmark.java"
 TOPIC = "GrpcBenchmarkTopic"
@@ -177,7 +180,6 @@ def run_apache(cp: str, base: Path, args: Any) -> Side:
 
 
 def run_rmqd(cp: str, base: Path, args: Any) -> Side:
-    os.environ.setdefault("RMQD_COMPAT_RUNNER", "process")  # a process: its CPU is read from /proc/<pid>
     from compat_harness import RmqdServer, free_port
 
     side = Side("rmqd serve")
