@@ -170,13 +170,14 @@ class BrokerRole:
         self.bound: dict[str, tuple[str, int]] = {}
         # RocketMQ 5.x clients: apache.rocketmq.v2 over gRPC on grpcServerPort (TLS or h2c, one port)
         self.grpc_service = MessagingService(self, send=send_processor.send_message,
+                                             send_now=send_processor.send_message_now,
                                              end_transaction=end_transaction_processor.end_transaction,
                                              grpc_port=lambda: self.bound.get("grpc", ("", 0))[1],
                                              pop=lambda: self.pop_service)
         self.grpc_server: GrpcServer | None = None
         if settings.proxy.grpcServerPort >= 0:
             self.grpc_server = GrpcServer(
-                self.grpc_service.handlers(),
+                self.grpc_service.handlers(), inline_handlers=self.grpc_service.inline_handlers(),
                 tls=TlsAcceptor(TlsConfig.load(), "grpc",
                                 first_byte_seconds=float(settings.netty_server.serverChannelMaxIdleTimeSeconds)),
                 idle_seconds=float(settings.netty_server.serverChannelMaxIdleTimeSeconds))

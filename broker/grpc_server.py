@@ -7,7 +7,10 @@ handlers all run as trio tasks of the broker's one tree, like the Remoting serve
 One task per connection reads the socket and feeds h2; each stream (one RPC) gets a task
 running its handler with a `GrpcCall`: the request metadata, the deadline from
 grpc-timeout, `recv()` for request messages (wire/grpc.py's MessageDecoder) and `send()`
-/ `finish()` for responses and the grpc-status trailers. TLS (ALPN h2) and plaintext h2c
+/ `finish()` for responses and the grpc-status trailers. The hot unary methods (SendMessage)
+have a second, synchronous handler: when a read brings such a request whole, the read loop
+answers it itself and all of the read's answers leave in one write, the way the Remoting
+server answers sends inline; a task takes over whenever the answer has to wait. TLS (ALPN h2) and plaintext h2c
 share the port: the first byte tells them apart (broker/tls.py's TlsAcceptor), as Apache's
 proxy does.
 
@@ -20,6 +23,7 @@ take the server down (a malformed frame ends its own connection with GOAWAY).
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -33,8 +37,9 @@ import h2.exceptions
 import h2.settings
 import trio
 
-from rmqd.broker.server import format_addr, open_tcp_endpoints
+from rmqd.broker.server import format_addr, open_tcp_endpoints, raw_socket, receive_from
 from rmqd.broker.tls import TlsAcceptor
+from rmqd.wire.h2_headers import request_header_problem
 from rmqd.wire.grpc import (
     DEFAULT_MAX_MESSAGE_SIZE, CallClosedError, GrpcStatus, GrpcWireError, MessageDecoder, encode_message, is_grpc_content_type,
     parse_path, parse_timeout, response_headers, status_trailers, trailers_only,
@@ -57,14 +62,13 @@ DEFAULT_GRACE_SECONDS = 10.0
 _MAX_STATUS_TEXT = 1024
 
 Handler = Callable[["GrpcCall"], Awaitable[None]]
+#: a unary method answered on the read loop: (call, request message) -> the response message, or
+#: an awaitable of it (then a task finishes the call); GrpcWireError -> a status-only answer
+InlineHandler = Callable[["GrpcCall", bytes], "bytes | Awaitable[bytes]"]
 
 
 class CallCancelled(CallClosedError):
     """The peer reset the stream or the connection went away: nobody reads the answer."""
-
-
-def _decode_header(value: bytes) -> str:
-    return value.decode("latin-1")
 
 
 @dataclass(slots=True)
@@ -171,14 +175,16 @@ class GrpcCall:
             self._readable = trio.Event()
             await self._readable.wait()
 
-    async def send(self, payload: bytes) -> None:
-        """One response message (the response headers go first)."""
+    async def send(self, payload: bytes, flush: bool = True) -> None:
+        """One response message (the response headers go first). ``flush`` False leaves it
+        queued for the next write (a later send's, or the trailers'): a stream of messages
+        answered at once leaves in one write."""
         if self.finished:
             raise CallCancelled()
         if not self.headers_sent:
             self.headers_sent = True
             self.conn.h2_send_headers(self.stream_id, response_headers())
-        await self.conn.send_data(self, encode_message(payload))
+        await self.conn.send_data(self, encode_message(payload), flush=flush)
 
     async def send_last(self, payload: bytes) -> None:
         """One response message and the OK trailers, written together (a unary answer: one
@@ -193,8 +199,30 @@ class GrpcCall:
         self.conn.h2_send_headers(self.stream_id, status_trailers(GrpcStatus.OK), end_stream=True)
         await self.conn.flush()
 
-    async def finish(self, status: GrpcStatus = GrpcStatus.OK, message: str | None = None) -> None:
-        """The grpc-status trailers; a call with no message yet gets a trailers-only answer."""
+    def send_last_nowait(self, payload: bytes) -> bool:
+        """``send_last`` without waiting: headers, the message and the OK trailers queued in h2
+        for the read loop's next write. False (nothing queued) when flow control would not take
+        the whole message now."""
+        data = encode_message(payload)
+        conn = self.conn
+        try:
+            window = min(conn.h2.local_flow_control_window(self.stream_id), conn.h2.max_outbound_frame_size)
+        except h2.exceptions.H2Error as exc:
+            raise CallCancelled() from exc
+        if len(data) > window or self.finished or self.headers_sent:
+            return False
+        self.headers_sent = True
+        conn.h2_send_headers(self.stream_id, response_headers())
+        try:
+            conn.h2.send_data(self.stream_id, data)
+        except h2.exceptions.H2Error as exc:
+            raise CallCancelled() from exc
+        self.finished = True
+        conn.h2_send_headers(self.stream_id, status_trailers(GrpcStatus.OK), end_stream=True)
+        return True
+
+    def finish_nowait(self, status: GrpcStatus, message: str | None = None) -> None:
+        """``finish`` with the trailers left for the read loop's next write."""
         if self.finished:
             return
         self.finished = True
@@ -204,6 +232,12 @@ class GrpcCall:
         else:
             self.headers_sent = True
             self.conn.h2_send_headers(self.stream_id, trailers_only(status, text), end_stream=True)
+
+    async def finish(self, status: GrpcStatus = GrpcStatus.OK, message: str | None = None) -> None:
+        """The grpc-status trailers; a call with no message yet gets a trailers-only answer."""
+        if self.finished:
+            return
+        self.finish_nowait(status, message)
         await self.conn.flush()
 
     def remaining_seconds(self) -> float | None:
@@ -219,10 +253,14 @@ class GrpcConnection:
     def __init__(self, server: "GrpcServer", stream: trio.abc.Stream, remote_addr: str, local_addr: str) -> None:
         self.server = server
         self.stream = stream
+        #: the socket itself when nothing sits between it and h2 (h2c): read and written without
+        #: trio's stream wrappers, as the Remoting channels are (broker/server.py)
+        self._sock = raw_socket(stream)
         self.remote_addr = remote_addr
         self.local_addr = local_addr
-        # our own headers are well-formed by construction: h2's checks of them cost ~0.1 ms a call
-        config = h2.config.H2Configuration(client_side=False, header_encoding=None,
+        # our own headers are well-formed by construction: h2's checks of them cost ~0.1 ms a call;
+        # received ones are checked by wire/h2_headers.py (the same rules, a fraction of the cost)
+        config = h2.config.H2Configuration(client_side=False, header_encoding=None, validate_inbound_headers=False,
                                            validate_outbound_headers=False, normalize_outbound_headers=False)
         self.h2 = h2.connection.H2Connection(config=config)
         self.calls: dict[int, GrpcCall] = {}
@@ -230,6 +268,10 @@ class GrpcConnection:
         self.closed = False
         self.last_activity = trio.current_time()
         self._conn_window = trio.Event()
+        #: calls of inline methods started by this read, answered once its events are handled
+        self._pending_inline: list[tuple[GrpcCall, Handler, InlineHandler]] = []
+        #: why the last read's header block was malformed (the connection ends, as h2 would end it)
+        self._malformed: str | None = None
 
     # -- h2 calls that only queue bytes --------------------------------------------------------------
     def ack(self, size: int, stream_id: int) -> None:
@@ -249,15 +291,32 @@ class GrpcConnection:
             raise CallCancelled() from exc
 
     async def flush(self) -> None:
-        """Write whatever h2 has queued (one writer at a time, in order)."""
-        async with self._send_lock:
+        """Write whatever h2 has queued (one writer at a time, in order). With nobody writing
+        and a socket that takes it all, no scheduling point: the read loop's answers go out
+        in one send."""
+        lock = self._send_lock
+        if lock.locked():
+            await lock.acquire()
+        else:
+            lock.acquire_nowait()
+        try:
             data = self.h2.data_to_send()
             if not data or self.closed:
                 return
-            try:
-                await self.stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                self._mark_closed(f"write failed: {exc}")
+            rest: bytes | memoryview = data
+            if self._sock is not None:
+                try:
+                    sent = self._sock.send(data)
+                except BlockingIOError:
+                    sent = 0
+                if sent == len(data):
+                    return
+                rest = memoryview(data)[sent:]
+            await self.stream.send_all(rest)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self._mark_closed(f"write failed: {exc}")
+        finally:
+            lock.release()
 
     async def send_data(self, call: GrpcCall, data: bytes, flush: bool = True) -> None:
         """DATA frames as h2's flow-control windows allow, waiting for WINDOW_UPDATEs (`flush`
@@ -310,45 +369,75 @@ class GrpcConnection:
         self.h2.initiate_connection()
         self.h2.increment_flow_control_window(16 * INITIAL_WINDOW_SIZE)
         await self.flush()
+        idle, watch = trio.CancelScope(), trio.CancelScope()
+        handlers_nursery.start_soon(self._watch_idle, idle, watch)
         try:
-            while not self.closed:
-                with trio.move_on_after(self.server.idle_seconds) as idle:
-                    try:
-                        data = await self.stream.receive_some(RECEIVE_CHUNK)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError) as exc:
-                        self._mark_closed(f"read failed: {exc}")
-                        break
-                if idle.cancelled_caught:
-                    log.info("grpc: closing idle connection %s", self.remote_addr)
-                    self._goaway(h2.errors.ErrorCodes.NO_ERROR)
-                    await self.flush()
-                    self._mark_closed("idle")
-                    break
-                if not data:
-                    self._mark_closed("peer closed the connection")
-                    break
-                self.last_activity = trio.current_time()
-                try:
-                    events = self.h2.receive_data(data)
-                except h2.exceptions.ProtocolError as exc:
-                    log.warning("grpc: HTTP/2 protocol error from %s, closing the connection: %s",
-                                self.remote_addr, exc)
-                    self._goaway(getattr(exc, "error_code", None) or h2.errors.ErrorCodes.PROTOCOL_ERROR)
-                    await self.flush()
-                    self._mark_closed(f"protocol error: {exc}")
-                    break
-                except Exception as exc:  # noqa: BLE001 - bytes h2 itself cannot digest end this connection only
-                    log.warning("grpc: undecodable HTTP/2 input from %s, closing the connection: %s: %s",
-                                self.remote_addr, type(exc).__name__, exc)
-                    self._goaway(h2.errors.ErrorCodes.PROTOCOL_ERROR)
-                    await self.flush()
-                    self._mark_closed(f"undecodable input: {exc}")
-                    break
-                for event in events:
-                    self._handle(event, handlers_nursery)
+            with idle:
+                await self._read_loop(handlers_nursery)
+            if idle.cancelled_caught and not self.closed:
+                log.info("grpc: closing idle connection %s", self.remote_addr)
+                self._goaway(h2.errors.ErrorCodes.NO_ERROR)
                 await self.flush()
+                self._mark_closed("idle")
         finally:
+            watch.cancel()
             self._mark_closed("connection finished")
+
+    async def _read_loop(self, handlers_nursery: trio.Nursery) -> None:
+        sock = self._sock
+        data: bytes | bytearray | None
+        while not self.closed:
+            try:
+                data = await receive_from(sock, self.stream, RECEIVE_CHUNK)
+                if data is None:
+                    continue
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError) as exc:
+                self._mark_closed(f"read failed: {exc}")
+                return
+            if not data:
+                self._mark_closed("peer closed the connection")
+                return
+            self.last_activity = trio.current_time()
+            try:
+                events = self.h2.receive_data(data)
+            except h2.exceptions.ProtocolError as exc:
+                await self._protocol_error(str(exc), getattr(exc, "error_code", None))
+                return
+            except Exception as exc:  # noqa: BLE001 - bytes h2 itself cannot digest end this connection only
+                log.warning("grpc: undecodable HTTP/2 input from %s, closing the connection: %s: %s",
+                            self.remote_addr, type(exc).__name__, exc)
+                self._goaway(h2.errors.ErrorCodes.PROTOCOL_ERROR)
+                await self.flush()
+                self._mark_closed(f"undecodable input: {exc}")
+                return
+            for event in events:
+                self._handle(event, handlers_nursery)
+                if self._malformed is not None:
+                    await self._protocol_error(self._malformed, None)
+                    return
+            if self.closed:
+                return
+            if self._pending_inline:
+                self._answer_inline(handlers_nursery)
+            await self.flush()
+
+    async def _protocol_error(self, text: str, code: int | None) -> None:
+        log.warning("grpc: HTTP/2 protocol error from %s, closing the connection: %s", self.remote_addr, text)
+        self._goaway(code or h2.errors.ErrorCodes.PROTOCOL_ERROR)
+        await self.flush()
+        self._mark_closed(f"protocol error: {text}")
+
+    async def _watch_idle(self, reader: trio.CancelScope, watch: trio.CancelScope) -> None:
+        """A connection that sends nothing (not even a PING) for idle_seconds is closed: one
+        sleeping task instead of a deadline set again on every read."""
+        idle_seconds = self.server.idle_seconds
+        with watch:
+            while not self.closed:
+                deadline = self.last_activity + idle_seconds
+                if trio.current_time() >= deadline:
+                    reader.cancel()
+                    return
+                await trio.sleep_until(deadline)
 
     def _goaway(self, code: int) -> None:
         try:
@@ -366,6 +455,10 @@ class GrpcConnection:
             else:
                 call._on_data(event.data, event.flow_controlled_length)
         elif isinstance(event, (h2.events.StreamEnded, h2.events.TrailersReceived)):
+            if isinstance(event, h2.events.TrailersReceived):
+                self._malformed = request_header_problem(event.headers, trailer=True)
+                if self._malformed is not None:
+                    return
             call = self.calls.get(event.stream_id)
             if call is not None:
                 call._on_end()
@@ -397,9 +490,11 @@ class GrpcConnection:
 
     def _start_call(self, event: h2.events.RequestReceived, nursery: trio.Nursery) -> None:
         sid = event.stream_id
-        headers: dict[str, str] = {}
-        for name, value in event.headers:
-            headers[_decode_header(name).lower()] = _decode_header(value)
+        self._malformed = request_header_problem(event.headers)
+        if self._malformed is not None:
+            return
+        # names are lower case here (request_header_problem refuses any other)
+        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in event.headers}
         if headers.get(":method") != "POST":
             try:
                 self.h2.send_headers(sid, [(b":status", b"405")], end_stream=True)
@@ -433,7 +528,52 @@ class GrpcConnection:
         self.calls[sid] = call
         if event.stream_ended is not None:
             call._on_end()
+        inline = self.server.inline_handlers.get((service, method))
+        if inline is not None:
+            self._pending_inline.append((call, handler, inline))
+            return
         nursery.start_soon(self._run_call, call, handler)
+
+    def _answer_inline(self, nursery: trio.Nursery) -> None:
+        """Answer the inline calls whose whole request came with this read, on the read loop:
+        no task, no lock, and all their answers leave in the one write after it. Any other
+        (a request still arriving, a reset, a bad frame) and any answer that has to wait runs
+        as a task, as every other call does."""
+        pending, self._pending_inline = self._pending_inline, []
+        for call, handler, inline in pending:
+            if (call.cancelled or call.finished or call._input_error is not None
+                    or not call._input_ended or len(call._inbound) != 1):
+                nursery.start_soon(self._run_call, call, handler)
+                continue
+            item = call._inbound.popleft()
+            call._queued -= len(item.payload)
+            self.ack(item.size, call.stream_id)
+            try:
+                answer = inline(call, item.payload)
+                if not isinstance(answer, bytes):
+                    nursery.start_soon(self._run_call, call, functools.partial(_send_awaited, answer))
+                    continue
+                if not call.send_last_nowait(answer):
+                    nursery.start_soon(self._run_call, call, functools.partial(_send_later, answer))
+                    continue
+            except CallCancelled:
+                pass
+            except GrpcWireError as exc:
+                self._finish_inline(call, exc.status, str(exc))
+            except Exception as exc:  # noqa: BLE001 - the handler's bug is ours: log it, answer INTERNAL
+                log.error("grpc %s/%s from %s failed", call.service, call.method, call.remote_addr, exc_info=exc)
+                self._finish_inline(call, GrpcStatus.INTERNAL, f"internal error: {type(exc).__name__}")
+            if self.calls.get(call.stream_id) is call:
+                del self.calls[call.stream_id]
+            call.finished = True
+
+    def _finish_inline(self, call: GrpcCall, status: GrpcStatus, text: str) -> None:
+        if self.closed:
+            return
+        try:
+            call.finish_nowait(status, text)
+        except CallCancelled:
+            pass
 
     async def _run_call(self, call: GrpcCall, handler: Handler) -> None:
         status, text = GrpcStatus.OK, None
@@ -471,6 +611,16 @@ class GrpcConnection:
         self._goaway(h2.errors.ErrorCodes.NO_ERROR)
 
 
+async def _send_awaited(answer: Awaitable[bytes], call: GrpcCall) -> None:
+    """An inline call whose answer has to wait: finished by its own task."""
+    await call.send_last(await answer)
+
+
+async def _send_later(answer: bytes, call: GrpcCall) -> None:
+    """An inline call whose answer did not fit the flow-control window."""
+    await call.send_last(answer)
+
+
 def _leaf(exc: BaseException) -> BaseException:
     """What a handler's exception group stands for: its first leaf that is not CallCancelled
     (a nursery inside a handler wraps whatever its tasks raised), else CallCancelled."""
@@ -491,10 +641,14 @@ def _leaf(exc: BaseException) -> BaseException:
 class GrpcServer:
     """Listens on one port for TLS and h2c alike; `handlers` maps (service, method) to a handler."""
 
-    def __init__(self, handlers: Mapping[tuple[str, str], Handler], *, tls: TlsAcceptor | None = None,
+    def __init__(self, handlers: Mapping[tuple[str, str], Handler], *,
+                 inline_handlers: Mapping[tuple[str, str], InlineHandler] | None = None, tls: TlsAcceptor | None = None,
                  idle_seconds: float = DEFAULT_IDLE_SECONDS, grace_seconds: float = DEFAULT_GRACE_SECONDS,
                  max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
         self.handlers = dict(handlers)
+        #: unary methods answered on the read loop when their request is whole (the hot ones);
+        #: each also has its task handler in `handlers`, used whenever the read loop cannot answer
+        self.inline_handlers = dict(inline_handlers or {})
         self.tls = tls
         if tls is not None and tls.cfg.mode.value != "disabled":
             tls.context.set_alpn_protocols(["h2"])
@@ -577,4 +731,4 @@ class GrpcServer:
         await self._stopped.wait()
 
 
-__all__ = ["CallCancelled", "GrpcCall", "GrpcConnection", "GrpcServer", "Handler"]
+__all__ = ["CallCancelled", "GrpcCall", "GrpcConnection", "GrpcServer", "Handler", "InlineHandler"]

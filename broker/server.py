@@ -138,7 +138,7 @@ class _Pending:
     response: RemotingCommand | None = None
 
 
-def _raw_socket(stream: Any) -> socket.socket | None:
+def raw_socket(stream: Any) -> socket.socket | None:
     """The connected stdlib socket under a trio SocketStream, for the non-blocking fast path
     (read when epoll says readable, write straight away; no scheduler round trip per call).
     None for any other stream: those go through the portable trio Stream calls."""
@@ -147,6 +147,19 @@ def _raw_socket(stream: Any) -> socket.socket | None:
         if isinstance(sock, socket.socket):
             return sock
     return None
+
+
+async def receive_from(sock: socket.socket | None, stream: Any, size: int) -> bytes | bytearray | None:
+    """One read: from the raw socket (``raw_socket``) readable first, a scheduling point, then
+    one recv that gets the data (None when the wake-up found nothing to read); from any other
+    stream its receive_some."""
+    if sock is None:
+        return await stream.receive_some(size)
+    await trio.lowlevel.wait_readable(sock)
+    try:
+        return sock.recv(size)
+    except (BlockingIOError, InterruptedError):
+        return None
 
 
 def _frame_parts(cmd: RemotingCommand) -> list[bytes | bytearray | memoryview]:
@@ -184,7 +197,7 @@ class Channel:
         self.closed = False
         self.close_reason: str | None = None
         self.last_activity = trio.current_time()
-        self._sock = _raw_socket(stream)
+        self._sock = raw_socket(stream)
         self._out: collections.deque[bytes | bytearray | memoryview] = collections.deque()
         self._out_bytes = 0
         self._flushing = False
@@ -654,19 +667,12 @@ class Dispatcher:
         decoder = FrameDecoder()
         sock = channel._sock
         ctx = RequestContext(channel, self)
-        wait_readable = trio.lowlevel.wait_readable
-        data: bytes | bytearray
+        data: bytes | bytearray | None
         try:
             while True:
-                if sock is not None:
-                    # readable first (a scheduling point), then one recv that gets the data
-                    await wait_readable(sock)
-                    try:
-                        data = sock.recv(RECEIVE_CHUNK)
-                    except (BlockingIOError, InterruptedError):
-                        continue
-                else:
-                    data = await channel.stream.receive_some(RECEIVE_CHUNK)
+                data = await receive_from(sock, channel.stream, RECEIVE_CHUNK)
+                if data is None:
+                    continue
                 if not data:
                     channel._mark_closed("peer closed the connection")
                     break
@@ -868,5 +874,5 @@ class RemotingServer(Dispatcher):
 __all__ = [
     "Channel", "CloseListener", "Dispatcher", "Handler", "InlineHandler", "RemotingConnectError", "RemotingError",
     "RemotingSendRequestError", "RemotingServer", "RemotingTimeoutError", "RequestContext",
-    "exception_simple_desc", "format_addr", "open_tcp_endpoints",
+    "exception_simple_desc", "format_addr", "open_tcp_endpoints", "raw_socket", "receive_from",
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -277,10 +277,10 @@ class ConsumerActivity:
                 msg_id = message.system_properties.message_id
                 self.receipts.add(channel, _Held(group, topic, msg_id, handle, handle, now, popped.reconsume_times))
         sent = 0
-        try:
-            await call.send(pb.ReceiveMessageResponse(status=status(Code.OK)).SerializeToString())
+        try:  # the status and the messages leave with the trailers, in one write
+            await call.send(pb.ReceiveMessageResponse(status=status(Code.OK)).SerializeToString(), flush=False)
             for message, _ in out:
-                await call.send(pb.ReceiveMessageResponse(message=message).SerializeToString())
+                await call.send(pb.ReceiveMessageResponse(message=message).SerializeToString(), flush=False)
                 sent += 1
         except CallClosedError:  # the client is gone: what it was not sent comes back soon
             for _, handle in out[sent:]:
@@ -302,9 +302,34 @@ class ConsumerActivity:
         return held.current if held is not None else handle
 
     async def ack_message(self, ctx: GrpcContext, request: "pb.AckMessageRequest") -> "pb.AckMessageResponse":
+        response, pending = self._ack(ctx, request)
+        for wait in pending:
+            await wait
+        return response
+
+    def ack_message_now(self, ctx: GrpcContext, request: "pb.AckMessageRequest"
+                        ) -> "pb.AckMessageResponse | Awaitable[pb.AckMessageResponse]":
+        """ack_message without a task of its own (the transport's read loop answers it): the
+        response, or an awaitable of it while an orderly ack's offset becomes durable."""
+        response, pending = self._ack(ctx, request)
+        if pending:
+            return self._answer_when_durable(response, pending)
+        return response
+
+    @staticmethod
+    async def _answer_when_durable(response: "pb.AckMessageResponse",
+                                   pending: list[Awaitable[None]]) -> "pb.AckMessageResponse":
+        for wait in pending:
+            await wait
+        return response
+
+    def _ack(self, ctx: GrpcContext, request: "pb.AckMessageRequest"
+             ) -> tuple["pb.AckMessageResponse", list[Awaitable[None]]]:
+        """AckMessageActivity: each entry's status, and what to await before answering."""
         topic = check_topic(request.topic)
         group = check_group(request.group)
         response = pb.AckMessageResponse()
+        pending: list[Awaitable[None]] = []
         codes: set[int] = set()
         for entry in request.entries:
             result = response.entries.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
@@ -314,9 +339,11 @@ class ConsumerActivity:
                 if handle.expired(_now_ms()):
                     raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
                 try:
-                    await self._pop_service().ack(group=group, topic=handle.real_topic(topic, group),
-                                                  queue_id=handle.queue_id, offset=handle.offset,
-                                                  extra_info=handle.extra_info)
+                    wait = self._pop_service().ack_now(group=group, topic=handle.real_topic(topic, group),
+                                                       queue_id=handle.queue_id, offset=handle.offset,
+                                                       extra_info=handle.extra_info)
+                    if wait is not None:
+                        pending.append(wait)
                     result.status.CopyFrom(status(Code.OK))
                 except PopError:
                     result.status.CopyFrom(status(Code.INTERNAL_SERVER_ERROR, "ack failed: status is abnormal"))
@@ -329,7 +356,7 @@ class ConsumerActivity:
             response.status.CopyFrom(status(codes.pop()))
         else:
             response.status.CopyFrom(status(Code.INTERNAL_SERVER_ERROR, "ack message result is empty"))
-        return response
+        return response, pending
 
     async def change_invisible_duration(self, ctx: GrpcContext, request: "pb.ChangeInvisibleDurationRequest"
                                         ) -> "pb.ChangeInvisibleDurationResponse":

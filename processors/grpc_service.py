@@ -46,7 +46,7 @@ from rmqd.processors.pull import SubscriptionParseError, build_subscription_data
 from rmqd.wire.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from rmqd.wire.codes import LanguageCode, MQVersion, RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand
-from rmqd.wire.grpc import CallClosedError, GrpcStatus
+from rmqd.wire.grpc import CallClosedError, GrpcStatus, GrpcWireError
 from rmqd.wire.javamap import java_string_hash
 from rmqd.wire.message import MessageSysFlag, encode_properties, parse_offset_msg_id
 from rmqd.wire.rocketmq_v2 import (
@@ -77,7 +77,7 @@ class Call(Protocol):
 
     async def recv(self) -> bytes | None: ...
 
-    async def send(self, payload: bytes) -> None: ...
+    async def send(self, payload: bytes, flush: bool = True) -> None: ...
 
     async def send_last(self, payload: bytes) -> None: ...
 
@@ -87,6 +87,9 @@ class Call(Protocol):
 
 
 GrpcHandler = Callable[[Call], Awaitable[None]]
+#: a unary method answered on the transport's read loop: (call, request message) -> the response
+#: message, or an awaitable of it when it has to wait; a status-only answer raises GrpcWireError
+InlineHandler = Callable[[Call, bytes], "bytes | Awaitable[bytes]"]
 
 
 class GrpcBroker(Protocol):
@@ -151,10 +154,13 @@ class MessagingService:
     """The handlers of apache.rocketmq.v2.MessagingService."""
 
     def __init__(self, broker: GrpcBroker, *, send: Callable[[Any, RemotingCommand], Awaitable[RemotingCommand]],
+                 send_now: Callable[[Any, RemotingCommand], RemotingCommand | Awaitable[RemotingCommand]] | None = None,
                  end_transaction: Callable[[Any, RemotingCommand], Awaitable[RemotingCommand | None]],
                  grpc_port: Callable[[], int], pop: Callable[[], Any] = lambda: None) -> None:
         self.broker = broker
         self._send = send
+        #: the same send answered at once when the store need not wait (SendMessageProcessor.send_message_now)
+        self._send_now = send_now
         self._end_transaction = end_transaction
         self._grpc_port = grpc_port
         self.transactions = TransactionDataManager()
@@ -197,30 +203,71 @@ class MessagingService:
         return GrpcContext.of(call.metadata, call.remote_addr, call.local_addr, call.remaining_seconds())
 
     def unary(self, method: str, request_cls: Any, response_cls: Any,
-               fn: Callable[[GrpcContext, Any], Awaitable[Any]]) -> GrpcHandler:
+              fn: Callable[[GrpcContext, Any], Awaitable[Any]]) -> GrpcHandler:
         async def handle(call: Call) -> None:
             payload = await call.recv()
             if payload is None:
                 await call.finish(GrpcStatus.INTERNAL, "Half-closed without a request")
                 return
             try:
-                request = request_cls.FromString(payload)
-            except (DecodeError, RuntimeWarning, ValueError) as exc:
-                await call.finish(GrpcStatus.INTERNAL, f"Invalid protobuf byte sequence: {exc}")
+                request = _parse(request_cls, payload)
+            except GrpcWireError as exc:
+                await call.finish(exc.status, str(exc))
                 return
             ctx = self.context_of(call)
             try:
                 self.pipeline(ctx, method, request)
                 response = await fn(ctx, request)
-            except ProxyError as exc:
-                response = response_cls(status=status(exc.code, exc.message))
             except CallClosedError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - ResponseBuilder: an unexpected failure is INTERNAL_SERVER_ERROR
-                log.error("gRPC %s from %s failed", method, ctx.remote_addr, exc_info=exc)
-                response = response_cls(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
+            except Exception as exc:  # noqa: BLE001 - becomes the response's status (_failed)
+                response = self._failed(method, ctx, response_cls, exc)
             await call.send_last(response.SerializeToString())
         return handle
+
+    def unary_now(self, method: str, request_cls: Any, response_cls: Any,
+                  fn: Callable[[GrpcContext, Any], Any]) -> InlineHandler:
+        """``unary`` for a method whose ``fn`` answers without waiting (or returns an awaitable
+        when it must wait): the transport runs it on its read loop, no task per call."""
+        def handle(call: Call, payload: bytes) -> bytes | Awaitable[bytes]:
+            request = _parse(request_cls, payload)
+            ctx = self.context_of(call)
+            try:
+                self.pipeline(ctx, method, request)
+                response = fn(ctx, request)
+            except Exception as exc:  # noqa: BLE001 - becomes the response's status (_failed)
+                response = self._failed(method, ctx, response_cls, exc)
+            if isinstance(response, response_cls):
+                return response.SerializeToString()
+            return self._answer_later(method, ctx, response_cls, response)
+        return handle
+
+    async def _answer_later(self, method: str, ctx: GrpcContext, response_cls: Any, pending: Awaitable[Any]) -> bytes:
+        try:
+            response = await pending
+        except CallClosedError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - becomes the response's status (_failed)
+            response = self._failed(method, ctx, response_cls, exc)
+        return response.SerializeToString()
+
+    @staticmethod
+    def _failed(method: str, ctx: GrpcContext, response_cls: Any, exc: Exception) -> Any:
+        """ResponseBuilder: a ProxyError's code and text, anything unexpected INTERNAL_SERVER_ERROR."""
+        if isinstance(exc, ProxyError):
+            return response_cls(status=status(exc.code, exc.message))
+        log.error("gRPC %s from %s failed", method, ctx.remote_addr, exc_info=exc)
+        return response_cls(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
+
+    def inline_handlers(self) -> dict[tuple[str, str], InlineHandler]:
+        """The unary methods the transport may answer on its read loop (the hot ones)."""
+        svc = MESSAGING_SERVICE
+        return {
+            (svc, "SendMessage"): self.unary_now("SendMessage", pb.SendMessageRequest, pb.SendMessageResponse,
+                                                  self.send_message_now),
+            (svc, "AckMessage"): self.unary_now("AckMessage", pb.AckMessageRequest, pb.AckMessageResponse,
+                                                 self.consumer.ack_message_now),
+        }
 
     def handlers(self) -> dict[tuple[str, str], GrpcHandler]:
         svc = MESSAGING_SERVICE
@@ -496,7 +543,9 @@ class MessagingService:
                 return consistent_hash(java_string_hash(group), writes)
         return next(self._round_robin) % writes
 
-    async def send_message(self, ctx: GrpcContext, request: "pb.SendMessageRequest") -> "pb.SendMessageResponse":
+    def _prepare_send(self, ctx: GrpcContext, request: "pb.SendMessageRequest") -> tuple[list[RemotingCommand], list["pb.Message"], str]:
+        """SendMessageActivity's checks and conversion: one Remoting SEND_MESSAGE per message
+        (raises ProxyError with the client's status)."""
         if not request.messages:
             raise ProxyError(Code.MESSAGE_CORRUPTED, "no message to send")
         first = request.messages[0]
@@ -521,10 +570,14 @@ class MessagingService:
                                  f"TopicMessageType validate failed, the expected type is {expected}, "
                                  f"but actual type is {actual}")
         queue_id = self._select_queue(tc, request)
+        requests = [_send_request(topic, queue_id, sys_flag, message, props) for message, props in prepared]
+        return requests, [message for message, _ in prepared], topic
+
+    @staticmethod
+    def _send_response(entries: list["pb.SendResultEntry"]) -> "pb.SendMessageResponse":
         response = pb.SendMessageResponse()
         codes: set[int] = set()
-        for message, props in prepared:
-            entry = await self._send_one(ctx, topic, queue_id, sys_flag, message, props)
+        for entry in entries:
             response.entries.append(entry)
             codes.add(entry.status.code)
         if len(codes) > 1:
@@ -533,19 +586,33 @@ class MessagingService:
             response.status.CopyFrom(status(codes.pop()))
         return response
 
-    async def _send_one(self, ctx: GrpcContext, topic: str, queue_id: int, sys_flag: int, message: "pb.Message",
-                        props: dict[str, str]) -> "pb.SendResultEntry":
-        try:
-            born = int(props.get("BORN_TIMESTAMP", ""))
-        except ValueError:
-            born = _now_ms()
-        ext = {
-            "producerGroup": topic, "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
-            "queueId": str(queue_id), "sysFlag": str(sys_flag), "bornTimestamp": str(born), "flag": "0",
-            "properties": encode_properties(props), "reconsumeTimes": "0", "unitMode": "false", "batch": "false",
-        }
-        request = RemotingCommand(code=RequestCode.SEND_MESSAGE, ext_fields=ext, body=bytes(message.body))
-        answer = await self._send(_LocalContext(_LocalChannel(ctx.remote_addr)), request)
+    async def send_message(self, ctx: GrpcContext, request: "pb.SendMessageRequest") -> "pb.SendMessageResponse":
+        requests, messages, topic = self._prepare_send(ctx, request)
+        entries = []
+        for remoting, message in zip(requests, messages):
+            answer = await self._send(_LocalContext(_LocalChannel(ctx.remote_addr)), remoting)
+            entries.append(self._send_entry(topic, message, answer))
+        return self._send_response(entries)
+
+    def send_message_now(self, ctx: GrpcContext,
+                         request: "pb.SendMessageRequest") -> "pb.SendMessageResponse | Awaitable[pb.SendMessageResponse]":
+        """send_message without a task of its own (the transport's read loop answers it at once):
+        the response, or an awaitable of it when a store append has to wait (SYNC_FLUSH,
+        SYNC_MASTER) or a batch holds more than one message."""
+        if self._send_now is None or len(request.messages) != 1:
+            return self.send_message(ctx, request)
+        requests, messages, topic = self._prepare_send(ctx, request)
+        answer = self._send_now(_LocalContext(_LocalChannel(ctx.remote_addr)), requests[0])
+        if not isinstance(answer, RemotingCommand):
+            return self._send_awaited(topic, messages[0], answer)
+        return self._send_response([self._send_entry(topic, messages[0], answer)])
+
+    async def _send_awaited(self, topic: str, message: "pb.Message",
+                            answer: Awaitable[RemotingCommand]) -> "pb.SendMessageResponse":
+        return self._send_response([self._send_entry(topic, message, await answer)])
+
+    def _send_entry(self, topic: str, message: "pb.Message", answer: RemotingCommand) -> "pb.SendResultEntry":
+        """The client's entry for one message from the broker's Remoting answer."""
         code = int(answer.code)
         out = answer.ext_fields or {}
         if code == ResponseCode.SUCCESS:
@@ -629,4 +696,26 @@ class MessagingService:
             scope.cancel()
 
 
-__all__ = ["CALL_CLIENT_TIMEOUT_S", "Call", "GrpcBroker", "GrpcHandler", "MessagingService", "code_of_remoting"]
+def _parse(request_cls: Any, payload: bytes) -> Any:
+    try:
+        return request_cls.FromString(payload)
+    except (DecodeError, RuntimeWarning, ValueError) as exc:
+        raise GrpcWireError(GrpcStatus.INTERNAL, f"Invalid protobuf byte sequence: {exc}") from None
+
+def _send_request(topic: str, queue_id: int, sys_flag: int, message: "pb.Message",
+                  props: dict[str, str]) -> RemotingCommand:
+    """The SEND_MESSAGE the broker's Remoting send path appends this message from."""
+    try:
+        born = int(props.get("BORN_TIMESTAMP", ""))
+    except ValueError:
+        born = _now_ms()
+    ext = {
+        "producerGroup": topic, "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
+        "queueId": str(queue_id), "sysFlag": str(sys_flag), "bornTimestamp": str(born), "flag": "0",
+        "properties": encode_properties(props), "reconsumeTimes": "0", "unitMode": "false", "batch": "false",
+    }
+    return RemotingCommand(code=RequestCode.SEND_MESSAGE, ext_fields=ext, body=bytes(message.body))
+
+
+__all__ = ["CALL_CLIENT_TIMEOUT_S", "Call", "GrpcBroker", "GrpcHandler", "InlineHandler", "MessagingService",
+           "code_of_remoting"]

@@ -738,15 +738,23 @@ class PopService:
         ``offset`` its queue offset. An ack after the invisible time ran out is recorded but the
         message may already be on its way again (as in 5.3). Raises PopError (unknown topic,
         bad queue, offset outside the queue: NO_MESSAGE, bad extra info)."""
+        pending = self.ack_now(group=group, topic=topic, queue_id=queue_id, offset=offset, extra_info=extra_info)
+        if pending is not None:
+            await pending
+
+    def ack_now(self, *, group: str, topic: str, queue_id: int, offset: int,
+                extra_info: str) -> Awaitable[None] | None:
+        """``ack`` up to its only wait: None when the ack is done, else what to await before
+        answering (an orderly ack's new offset becoming durable)."""
         self._check_ack(topic, queue_id, offset)
         x = self._extra(extra_info)
         if x.order:
             self._ack_orderly(topic, group, queue_id, offset, x.pop_time, x.invisible_time)
-            await self._durable.wait()
-            return
+            return self._durable.wait()
         ack = AckMsg(ack_offset=offset, start_offset=x.ck_queue_offset, consumer_group=group, topic=topic,
                      queue_id=queue_id, pop_time=x.pop_time, broker_name=x.broker_name)
         self._append_ack(ack, x.revive_qid, x.invisible_time)
+        return None
 
     def _check_ack(self, topic: str, queue_id: int, offset: int) -> None:
         """AckMessageProcessor's refusals: unknown topic, bad queue, offset outside the queue."""

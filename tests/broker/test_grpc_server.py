@@ -7,13 +7,14 @@ from __future__ import annotations
 import logging
 
 import grpc
+import h2.errors
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rmqd.broker.grpc_server import GrpcCall, GrpcServer
-from rmqd.wire.grpc import GrpcStatus
+from rmqd.wire.grpc import GrpcStatus, GrpcWireError
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -46,9 +47,9 @@ async def boom(call: GrpcCall) -> None:
 HANDLERS = {("t.S", "Echo"): echo, ("t.S", "Count"): count, ("t.S", "Sleepy"): sleepy, ("t.S", "Boom"): boom}
 
 
-def _with_server(client, **kw):  # type: ignore[no-untyped-def]
+def _with_server(client, handlers=HANDLERS, **kw):  # type: ignore[no-untyped-def]
     async def main() -> object:
-        server = GrpcServer(HANDLERS, **kw)
+        server = GrpcServer(handlers, **kw)
         await server.open_listeners([("127.0.0.1", 0)])
         with trio.fail_after(60):
             async with trio.open_nursery() as n:
@@ -58,6 +59,15 @@ def _with_server(client, **kw):  # type: ignore[no-untyped-def]
                 finally:
                     await server.stop()
     return trio.run(main)
+
+
+def _echo_ok(port: int) -> bytes:
+    """One Echo call on a fresh channel (the server still serves)."""
+    ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        return ch.unary_unary("/t.S/Echo")(b"ok", timeout=5)
+    finally:
+        ch.close()
 
 
 def test_unary_streaming_statuses_and_deadlines() -> None:
@@ -137,13 +147,7 @@ def test_arbitrary_bytes_after_the_preface(chunks: list[bytes]) -> None:
                     except (trio.BrokenResourceError, OSError):
                         pass
             # and the server still serves
-            def check() -> bytes:
-                ch = grpc.insecure_channel(f"127.0.0.1:{port}")
-                try:
-                    return ch.unary_unary("/t.S/Echo")(b"ok", timeout=5)
-                finally:
-                    ch.close()
-            assert await trio.to_thread.run_sync(check) == b"ko"
+            assert await trio.to_thread.run_sync(_echo_ok, port) == b"ko"
         _with_server(client)
     finally:
         logging.getLogger("rmqd").removeHandler(handler)
@@ -175,3 +179,116 @@ def test_tls_and_h2c_share_the_port(mode: str) -> None:
 
     got = _with_server(client, tls=TlsAcceptor(TlsConfig(), "grpc-test"))
     assert got == ("h2" if mode == "tls" else "h2c")
+
+
+# -- unary calls answered on the read loop (inline handlers) -------------------------------------------
+
+def _inline_echo(call: GrpcCall, payload: bytes) -> bytes:
+    task = trio.lowlevel.current_task()
+    return payload[::-1] + b"|" + task.name.rsplit(".", 1)[-1].encode()
+
+
+async def _later(payload: bytes) -> bytes:
+    await trio.sleep(0.05)
+    return b"later:" + payload
+
+
+def _inline_later(call: GrpcCall, payload: bytes) -> object:
+    return _later(payload)
+
+
+def _inline_refuse(call: GrpcCall, payload: bytes) -> bytes:
+    raise GrpcWireError(GrpcStatus.INVALID_ARGUMENT, "refused here")
+
+
+def _inline_bug(call: GrpcCall, payload: bytes) -> bytes:
+    raise RuntimeError("inline handler bug")
+
+
+INLINE = {("t.S", "Echo"): _inline_echo, ("t.S", "Later"): _inline_later, ("t.S", "Refuse"): _inline_refuse,
+          ("t.S", "Boom"): _inline_bug}
+INLINE_TASKS = HANDLERS | {("t.S", "Later"): echo, ("t.S", "Refuse"): echo}
+
+
+def test_inline_unary_calls() -> None:
+    """Whole requests are answered by the connection's own task; answers that must wait, that do
+    not fit the window, or that come from a task-only method still work; errors become statuses."""
+    def blocking(port: int) -> dict:
+        from concurrent.futures import ThreadPoolExecutor
+
+        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        echo_call = ch.unary_unary("/t.S/Echo")
+        out: dict = {"echo": echo_call(b"abc", timeout=5), "later": ch.unary_unary("/t.S/Later")(b"x", timeout=5)}
+        with ThreadPoolExecutor(8) as pool:  # concurrent calls: several whole requests in one read
+            out["many"] = list(pool.map(lambda i: echo_call(str(i).encode(), timeout=10), range(200)))
+        # a request larger than a frame arrives over several reads: the task handler answers it
+        out["big"] = echo_call(b"q" * (3 * 1024 * 1024), timeout=20)
+        for name in ("Refuse", "Boom"):
+            try:
+                ch.unary_unary(f"/t.S/{name}")(b"x", timeout=5)
+            except grpc.RpcError as exc:
+                out[name] = (exc.code(), exc.details())
+        ch.close()
+        return out
+
+    async def client(server: GrpcServer, port: int) -> dict:
+        return await trio.to_thread.run_sync(blocking, port)
+
+    errors: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.ERROR:
+                errors.append(record.getMessage())
+
+    catch = Catch()
+    logging.getLogger("rmqd").addHandler(catch)
+    try:
+        out = _with_inline(client)
+    finally:
+        logging.getLogger("rmqd").removeHandler(catch)
+    assert out["echo"] == b"cba|_serve_connection"
+    assert out["later"] == b"later:x"
+    assert out["many"] == [str(i).encode()[::-1] + b"|_serve_connection" for i in range(200)]
+    assert out["big"] == b"q" * (3 * 1024 * 1024)  # the task handler (echo), not the inline one
+    assert out["Refuse"] == (grpc.StatusCode.INVALID_ARGUMENT, "refused here")
+    assert out["Boom"] == (grpc.StatusCode.INTERNAL, "internal error: RuntimeError")
+    assert len(errors) == 1 and errors[0].startswith("grpc t.S/Boom from 127.0.0.1:"), errors
+
+
+def _with_inline(client):  # type: ignore[no-untyped-def]
+    return _with_server(client, INLINE_TASKS, inline_handlers=INLINE)
+
+
+def test_malformed_request_headers_end_the_connection() -> None:
+    """h2's own inbound checks are off (wire/h2_headers.py does them): an upper-case header name
+    still ends the connection with GOAWAY(PROTOCOL_ERROR), and the server keeps serving."""
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    async def client(server: GrpcServer, port: int) -> object:
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(
+            client_side=True, header_encoding=None, validate_outbound_headers=False,
+            normalize_outbound_headers=False))
+        conn.initiate_connection()
+        conn.send_headers(1, [(b":method", b"POST"), (b":scheme", b"http"), (b":path", b"/t.S/Echo"),
+                              (b":authority", b"x"), (b"content-type", b"application/grpc"), (b"X-Bad", b"1")],
+                          end_stream=True)
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        goaway = None
+        async with stream:
+            await stream.send_all(conn.data_to_send())
+            with trio.fail_after(10):
+                while goaway is None:
+                    data = await stream.receive_some(65536)
+                    if not data:
+                        break
+                    for event in conn.receive_data(data):
+                        if isinstance(event, h2.events.ConnectionTerminated):
+                            goaway = event.error_code
+        return goaway, await trio.to_thread.run_sync(_echo_ok, port)
+
+    goaway, answer = _with_inline(client)
+    assert goaway == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    assert answer == b"ko|_serve_connection"

@@ -24,7 +24,7 @@ FAST, LATER, BOOM, BAD, BIG, ASYNC_SLOW = 9101, 9102, 9103, 9104, 9105, 9106
 def io_path(request, monkeypatch):
     """Every test twice: the raw-socket fast path and the portable trio Stream path."""
     if request.param == "stream":
-        monkeypatch.setattr(server_module, "_raw_socket", lambda stream: None)
+        monkeypatch.setattr(server_module, "raw_socket", lambda stream: None)
     return request.param
 
 

@@ -45,7 +45,7 @@ class FakePop:
         self.queue.clear()
         return PopResult(PopStatus.FOUND, out, pop_time=now, invisible_time=kw["invisible_time_ms"], revive_qid=1)
 
-    async def ack(self, **kw: Any) -> None:
+    def ack_now(self, **kw: Any) -> None:
         self.calls.append(("ack", kw))
         if self.fail_ack:
             raise PopError(24, "no message")
