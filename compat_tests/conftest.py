@@ -30,8 +30,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # A broken broker makes every case wait for its timeouts; past this many seconds of compat
-# cases the rest fail at once instead, so the whole test run stays inside CI's time.
-BUDGET_S = float(os.environ.get("COMPAT_BUDGET_S", "1500"))
+# cases the rest fail at once instead, so the whole test run stays inside CI's time. A healthy
+# clean-clone run reaches its last client case about 1,500 s after its first (2026-11-28), so the
+# budget leaves ~600 s of slack; a whole run stays under ~80 minutes even when it is used up.
+BUDGET_S = float(os.environ.get("COMPAT_BUDGET_S", "2100"))
 _first_start: list[float] = []
 
 
