@@ -550,10 +550,7 @@ class GrpcConnection:
             self.ack(item.size, call.stream_id)
             try:
                 answer = inline(call, item.payload)
-                if not isinstance(answer, bytes):
-                    nursery.start_soon(self._run_call, call, functools.partial(_send_awaited, answer))
-                    continue
-                if not call.send_last_nowait(answer):
+                if not isinstance(answer, bytes) or not call.send_last_nowait(answer):
                     nursery.start_soon(self._run_call, call, functools.partial(_send_later, answer))
                     continue
             except CallCancelled:
@@ -611,14 +608,10 @@ class GrpcConnection:
         self._goaway(h2.errors.ErrorCodes.NO_ERROR)
 
 
-async def _send_awaited(answer: Awaitable[bytes], call: GrpcCall) -> None:
-    """An inline call whose answer has to wait: finished by its own task."""
-    await call.send_last(await answer)
-
-
-async def _send_later(answer: bytes, call: GrpcCall) -> None:
-    """An inline call whose answer did not fit the flow-control window."""
-    await call.send_last(answer)
+async def _send_later(answer: bytes | Awaitable[bytes], call: GrpcCall) -> None:
+    """An inline call finished by its own task: its answer has to wait, or did not fit the
+    flow-control window."""
+    await call.send_last(answer if isinstance(answer, bytes) else await answer)
 
 
 def _leaf(exc: BaseException) -> BaseException:

@@ -303,9 +303,7 @@ class ConsumerActivity:
 
     async def ack_message(self, ctx: GrpcContext, request: "pb.AckMessageRequest") -> "pb.AckMessageResponse":
         response, pending = self._ack(ctx, request)
-        for wait in pending:
-            await wait
-        return response
+        return await self._answer_when_durable(response, pending)
 
     def ack_message_now(self, ctx: GrpcContext, request: "pb.AckMessageRequest"
                         ) -> "pb.AckMessageResponse | Awaitable[pb.AckMessageResponse]":
