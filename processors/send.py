@@ -97,6 +97,76 @@ async def wait_flushed(store: Any, offset_end: int, timeout_ms: int) -> bool:
     return done.is_set() and outcome[0]
 
 
+def _plain_digits(v: str | None, limit: int) -> int:
+    """``int(v)`` when ``v`` is 1..limit ASCII digits (no sign, no blank), else -1: the numbers
+    every client writes, read without the general rules (``wire.headers``' conversions)."""
+    if type(v) is not str:
+        return -1
+    text = v
+    n = len(text)
+    if n == 0 or n > limit:
+        return -1
+    r = 0
+    for ch in text:
+        d = ord(ch) - 48
+        if d < 0 or d > 9:
+            return -1
+        r = r * 10 + d
+    return r
+
+
+def send_header_from_v2(ext: dict[str, str] | None) -> SendMessageRequestHeader:
+    """``SendMessageRequestHeaderV2.v1_from_ext(ext)``: the same object, built directly when the
+    required fields are there and every number is plain digits (what every client sends); the
+    general decoder, with its Java conversions and errors, for anything else.
+
+    Why: the general decoder costs a tenth of a send, most of it in per-field calls that this
+    (compiled, send.pxd) does as C loops."""
+    if type(ext) is not dict:
+        return SendMessageRequestHeaderV2.v1_from_ext(ext)
+    a = ext.get("a")
+    b = ext.get("b")
+    c = ext.get("c")
+    d = _plain_digits(ext.get("d"), 9)
+    e = _plain_digits(ext.get("e"), 9)
+    f = _plain_digits(ext.get("f"), 9)
+    g = _plain_digits(ext.get("g"), 18)
+    h = _plain_digits(ext.get("h"), 9)
+    if a is None or b is None or c is None or d < 0 or e < 0 or f < 0 or g < 0 or h < 0:
+        return SendMessageRequestHeaderV2.v1_from_ext(ext)
+    j = ext.get("j")
+    if j is not None:
+        jv = _plain_digits(j, 9)
+        if jv < 0:
+            return SendMessageRequestHeaderV2.v1_from_ext(ext)
+    l_ = ext.get("l")
+    if l_ is not None:
+        lv = _plain_digits(l_, 9)
+        if lv < 0:
+            return SendMessageRequestHeaderV2.v1_from_ext(ext)
+    k = ext.get("k")
+    m = ext.get("m")
+    hdr = _new_send_header(SendMessageRequestHeader)
+    hdr.bname = ext.get("n")
+    hdr.producerGroup = a
+    hdr.topic = b
+    hdr.defaultTopic = c
+    hdr.defaultTopicQueueNums = d
+    hdr.queueId = e
+    hdr.sysFlag = f
+    hdr.bornTimestamp = g
+    hdr.flag = h
+    hdr.properties = ext.get("i")
+    hdr.reconsumeTimes = None if j is None else jv
+    hdr.unitMode = k is not None and k.lower() == "true"
+    hdr.batch = m is not None and m.lower() == "true"
+    hdr.maxReconsumeTimes = None if l_ is None else lv
+    return hdr
+
+
+_new_send_header = object.__new__
+
+
 class SendMessageProcessor:
     """The send path runs on the connection's read loop (`send_message_now`): an ASYNC_FLUSH
     send is answered without a task or a thread hop; only a SYNC_FLUSH wait for the disk
@@ -115,7 +185,7 @@ class SendMessageProcessor:
     def parse_request_header(request: RemotingCommand) -> Any:
         if request.code == RequestCode.SEND_MESSAGE:
             return SendMessageRequestHeader.from_ext(request.ext_fields)
-        return SendMessageRequestHeaderV2.v1_from_ext(request.ext_fields)
+        return send_header_from_v2(request.ext_fields)
 
     async def send_message(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         result = self.send_message_now(ctx, request)

@@ -35,6 +35,11 @@ MODULES: tuple[str, ...] = (
     "rmqd.broker.dispatch_loop",
     "rmqd.processors.send",
     "rmqd.processors.pull",
+    # called on every send, small, no C types: compiled only to leave the interpreter
+    "rmqd.store.schedule",
+    "rmqd.store.stats",
+    "rmqd.store.broker_stats",
+    "rmqd.wire.names",
 )
 
 _ENV_PURE = "RMQD_PURE"

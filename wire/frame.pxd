@@ -7,3 +7,21 @@ import cython
                klen=cython.Py_ssize_t, kend=cython.Py_ssize_t, vstart=cython.Py_ssize_t, vlen=cython.Py_ssize_t,
                vend=cython.Py_ssize_t, high=cython.Py_ssize_t, remark_len=cython.Py_ssize_t, ext_len=cython.Py_ssize_t, data=bytes)
 cpdef decode_binary_header(data)
+
+@cython.locals(c=cython.uchar)
+cdef Py_ssize_t _plain_string_end(bytes data, Py_ssize_t pos, Py_ssize_t n)
+
+@cython.locals(c=cython.uchar)
+cdef Py_ssize_t _plain_int_end(bytes data, Py_ssize_t pos, Py_ssize_t n)
+
+@cython.locals(n=cython.Py_ssize_t, pos=cython.Py_ssize_t, kend=cython.Py_ssize_t, vend=cython.Py_ssize_t,
+               c=cython.uchar, out=dict, ext=dict, key=str, ekey=str, value=str)
+cpdef scan_plain_json_header(bytes data)
+
+@cython.locals(i=cython.Py_ssize_t, k=cython.Py_ssize_t, c=cython.uchar, h=cython.uchar, cp=cython.long)
+cdef _json_string(bytes data, Py_ssize_t start, Py_ssize_t end)
+
+cdef Py_ssize_t _backslash(bytes data, Py_ssize_t start, Py_ssize_t end)
+
+@cython.locals(v=cython.longlong, negative=cython.bint)
+cdef object _small_int(bytes data, Py_ssize_t pos, Py_ssize_t end)
