@@ -6,5 +6,5 @@ import cython
 cdef long long _plain_digits(object v, long long limit) except? -2
 
 @cython.locals(d=cython.longlong, e=cython.longlong, f=cython.longlong, g=cython.longlong, h=cython.longlong,
-               jv=cython.longlong, lv=cython.longlong)
+               jv=cython.longlong, lv=cython.longlong, fields=dict)
 cpdef send_header_from_v2(object ext)

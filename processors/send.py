@@ -29,9 +29,11 @@ from rmqd.processors.common import (
     validate_topic, NOT_ALLOWED_SEND_TOPIC_SET,
     RETRY_GROUP_TOPIC_PREFIX,
 )
+from rmqd.store.commitlog import PutMessageStatus
 from rmqd.store.schedule import apply_timer
 from rmqd.wire.codes import MQVersion, RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_response
+from rmqd.wire.bodies import TopicFilterType
 from rmqd.wire.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
 from rmqd.wire.message import MessageSysFlag, decode_properties, encode_properties
 from rmqd.processors.seams import Context, RequestHandler, SendBroker
@@ -45,6 +47,13 @@ PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
 PROPERTY_MSG_REGION = "MSG_REGION"
 PROPERTY_TRACE_SWITCH = "TRACE_ON"
 V3_4_9 = MQVersion["V3_4_9"].value
+# Enum members read on every send, as module constants: an access through an Enum class runs its
+# metaclass's __getattr__ hook and a member's .name is a Python-level property (~850 instructions
+# each on CPython 3.11).
+_SEND_MESSAGE = RequestCode.SEND_MESSAGE
+_SUCCESS = ResponseCode.SUCCESS
+_PUT_OK = PutMessageStatus.PUT_OK
+_SINGLE_TAG = TopicFilterType.SINGLE_TAG
 
 
 def java_parse_boolean(value: Any) -> bool:
@@ -124,30 +133,31 @@ def send_header_from_v2(ext: dict[str, str] | None) -> SendMessageRequestHeader:
     (compiled, send.pxd) does as C loops."""
     if type(ext) is not dict:
         return SendMessageRequestHeaderV2.v1_from_ext(ext)
-    a = ext.get("a")
-    b = ext.get("b")
-    c = ext.get("c")
-    d = _plain_digits(ext.get("d"), 9)
-    e = _plain_digits(ext.get("e"), 9)
-    f = _plain_digits(ext.get("f"), 9)
-    g = _plain_digits(ext.get("g"), 18)
-    h = _plain_digits(ext.get("h"), 9)
+    fields = ext  # send.pxd: a dict, so each get is a C lookup rather than a method call
+    a = fields.get("a")
+    b = fields.get("b")
+    c = fields.get("c")
+    d = _plain_digits(fields.get("d"), 9)
+    e = _plain_digits(fields.get("e"), 9)
+    f = _plain_digits(fields.get("f"), 9)
+    g = _plain_digits(fields.get("g"), 18)
+    h = _plain_digits(fields.get("h"), 9)
     if a is None or b is None or c is None or d < 0 or e < 0 or f < 0 or g < 0 or h < 0:
         return SendMessageRequestHeaderV2.v1_from_ext(ext)
-    j = ext.get("j")
+    j = fields.get("j")
     if j is not None:
         jv = _plain_digits(j, 9)
         if jv < 0:
             return SendMessageRequestHeaderV2.v1_from_ext(ext)
-    l_ = ext.get("l")
+    l_ = fields.get("l")
     if l_ is not None:
         lv = _plain_digits(l_, 9)
         if lv < 0:
             return SendMessageRequestHeaderV2.v1_from_ext(ext)
-    k = ext.get("k")
-    m = ext.get("m")
+    k = fields.get("k")
+    m = fields.get("m")
     hdr = _new_send_header(SendMessageRequestHeader)
-    hdr.bname = ext.get("n")
+    hdr.bname = fields.get("n")
     hdr.producerGroup = a
     hdr.topic = b
     hdr.defaultTopic = c
@@ -156,7 +166,7 @@ def send_header_from_v2(ext: dict[str, str] | None) -> SendMessageRequestHeader:
     hdr.sysFlag = f
     hdr.bornTimestamp = g
     hdr.flag = h
-    hdr.properties = ext.get("i")
+    hdr.properties = fields.get("i")
     hdr.reconsumeTimes = None if j is None else jv
     hdr.unitMode = k is not None and k.lower() == "true"
     hdr.batch = m is not None and m.lower() == "true"
@@ -183,7 +193,7 @@ class SendMessageProcessor:
     # -- request parsing -------------------------------------------------------------------
     @staticmethod
     def parse_request_header(request: RemotingCommand) -> Any:
-        if request.code == RequestCode.SEND_MESSAGE:
+        if request.code == _SEND_MESSAGE:
             return SendMessageRequestHeader.from_ext(request.ext_fields)
         return send_header_from_v2(request.ext_fields)
 
@@ -264,7 +274,8 @@ class SendMessageProcessor:
         if queue_id < 0:
             queue_id = random_queue_id(topic_config.writeQueueNums)
         sys_flag = int(h.sysFlag or 0)
-        if getattr(topic_config.topicFilterType, "name", topic_config.topicFilterType) == "MULTI_TAG":
+        filter_type = topic_config.topicFilterType
+        if filter_type is not _SINGLE_TAG and getattr(filter_type, "name", filter_type) == "MULTI_TAG":
             sys_flag |= MessageSysFlag.MULTI_TAGS_FLAG
         return topic_config, queue_id, sys_flag
 
@@ -357,7 +368,8 @@ class SendMessageProcessor:
         b = self.broker
         if result is None:
             return self._fail(request, ResponseCode.SYSTEM_ERROR, "store putMessage return null")
-        status = getattr(result.putMessageStatus, "name", result.putMessageStatus)
+        status = result.putMessageStatus
+        status = "PUT_OK" if status is _PUT_OK else getattr(status, "name", status)
         if status == "PUT_OK" and wait_store_msg_ok and (b.message_store_config.flushDiskType == "SYNC_FLUSH"
                                                         or b.message_store_config.brokerRole == "SYNC_MASTER"):
             return self._answer_when_flushed(request, result, queue_id, topic)
@@ -384,7 +396,7 @@ class SendMessageProcessor:
         b = self.broker
         code: int
         if status == "PUT_OK":
-            code = ResponseCode.SUCCESS
+            code = _SUCCESS
         else:
             code, remark, send_ok = put_status_to_response(status, b.message_store_config.maxMessageSize)
             if not send_ok:

@@ -79,6 +79,12 @@ class AppendMessageStatus(enum.Enum):
     UNKNOWN_ERROR = 4
 
 
+# The members every append reads, as module constants: an access through an Enum class runs the
+# metaclass's __getattr__ hook (~850 instructions on CPython 3.11).
+_APPEND_OK = AppendMessageStatus.PUT_OK
+_PUT_OK = PutMessageStatus.PUT_OK
+
+
 @dataclass(slots=True)
 class AppendMessageResult:
     status: AppendMessageStatus
@@ -100,7 +106,7 @@ class AppendMessageResult:
         return ",".join(create_offset_msg_id(self.store_host, self.store_port, x) for x in self.phy_offsets)
 
     def is_ok(self) -> bool:
-        return self.status is AppendMessageStatus.PUT_OK
+        return self.status is _APPEND_OK
 
 
 @dataclass(slots=True)
@@ -110,7 +116,7 @@ class PutMessageResult:
 
     def is_ok(self) -> bool:
         return (self.appendMessageResult is not None and self.appendMessageResult.is_ok()
-                and self.putMessageStatus is PutMessageStatus.PUT_OK)
+                and self.putMessageStatus is _PUT_OK)
 
     @property
     def end_offset(self) -> int:
@@ -281,10 +287,10 @@ class CommitLog:
                 self.topic_queue_table[key] = qoff + 1
             self.begin_time_in_lock = 0
         msg.store_timestamp = now
-        res = AppendMessageResult(AppendMessageStatus.PUT_OK, phy, n, now, qoff, 1, 0, msg.store_host, msg.store_port)
+        res = AppendMessageResult(_APPEND_OK, phy, n, now, qoff, 1, 0, msg.store_host, msg.store_port)
         if self.on_appended is not None:
             self.on_appended(phy + n)
-        return PutMessageResult(PutMessageStatus.PUT_OK, res)
+        return PutMessageResult(_PUT_OK, res)
 
     def _file_for(self, n: int) -> MappedFile | None:
         """The file the next ``n`` bytes go to (under the put lock): the last one, or - if they
@@ -396,11 +402,11 @@ class CommitLog:
             mf.wrote_position = pos + p
             mf.store_timestamp = now
             self.topic_queue_table[key] = qoff
-        res = AppendMessageResult(AppendMessageStatus.PUT_OK, wrote, total, now, begin_qoff, len(recs), 0,
+        res = AppendMessageResult(_APPEND_OK, wrote, total, now, begin_qoff, len(recs), 0,
                                   batch.store_host, batch.store_port, phys)
         if self.on_appended is not None:
             self.on_appended(wrote + total)
-        return PutMessageResult(PutMessageStatus.PUT_OK, res)
+        return PutMessageResult(_PUT_OK, res)
 
     # ---- read --------------------------------------------------------------------------------
     def get_min_offset(self) -> int:

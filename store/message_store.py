@@ -35,6 +35,8 @@ from rmqd.wire.message import SYSFLAG_POSITION, MessageRecord, decode_record, st
 from rmqd.wire.fastjson import java_double
 from rmqd.wire.names import topic_remark
 
+_PUT_OK = PutMessageStatus.PUT_OK  # a module constant: Enum class attributes cost a metaclass hook
+
 log = logging.getLogger("rmqd.store")
 
 try:
@@ -358,7 +360,7 @@ class DefaultMessageStore:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         if self.is_os_page_cache_busy():
             return PutMessageStatus.OS_PAGECACHE_BUSY
-        return PutMessageStatus.PUT_OK
+        return _PUT_OK
 
     def is_os_page_cache_busy(self) -> bool:
         begin = self.commit_log.begin_time_in_lock
@@ -373,7 +375,7 @@ class DefaultMessageStore:
 
     def _put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         status = self._check_store_status()
-        if status is not PutMessageStatus.PUT_OK:
+        if status is not _PUT_OK:
             return PutMessageResult(status, None)
         if msg.topic not in self._valid_topics and not self._topic_valid(msg.topic):
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)
@@ -391,7 +393,7 @@ class DefaultMessageStore:
 
     def _put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
         status = self._check_store_status()
-        if status is not PutMessageStatus.PUT_OK:
+        if status is not _PUT_OK:
             return PutMessageResult(status, None)
         if batch.topic not in self._valid_topics and not self._topic_valid(batch.topic):
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)

@@ -25,3 +25,9 @@ cdef Py_ssize_t _backslash(bytes data, Py_ssize_t start, Py_ssize_t end)
 
 @cython.locals(v=cython.longlong, negative=cython.bint)
 cdef object _small_int(bytes data, Py_ssize_t pos, Py_ssize_t end)
+
+@cython.locals(ch=cython.Py_UCS4, c=cython.long)
+cdef bint _plain_text(str s) except -1
+
+@cython.locals(parts=list)
+cdef _plain_ext_json(object ext)

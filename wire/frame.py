@@ -69,7 +69,19 @@ _BIN_EMPTY_LEN = _BIN_FIXED.size + 4  # 21 bytes: fixed part, remark length 0, e
 assert FRAME_PREFIX.sizeof() == _PREFIX.size
 assert BINARY_HEADER_FIXED.sizeof() == _BIN_FIXED.size
 
+#: True where this module runs as a Cython build (scripts/build_ext): JSON headers are then read
+#: by ``scan_plain_json_header`` and plain extFields written by ``_plain_ext_json``, C loops
+#: (interpreted, those loops would cost more than json's own C scanner and encoder, so plain
+#: Python goes straight to json).
+COMPILED = not __file__.endswith(".py")
+
 _LANG_BY_NAME = {m.name: m for m in LanguageCode}
+_JAVA = LanguageCode.JAVA
+# Enum members as module constants: every access through an Enum class runs the metaclass's
+# __getattr__ hook (~850 instructions on CPython 3.11), and these are read on every frame.
+_OTHER = LanguageCode.OTHER
+_JSON = SerializeType.JSON
+_ROCKETMQ = SerializeType.ROCKETMQ
 _LANG_NAMES = [m.name for m in LanguageCode]
 
 
@@ -130,17 +142,9 @@ def make_response(
 ) -> RemotingCommand:
     """A response as a 4.9.8 server writes it: request's opaque and serialize type, flag bit 0,
     the server's language (JAVA) and version (``CURRENT_VERSION``)."""
-    return RemotingCommand(
-        code=code,
-        language=LanguageCode.JAVA,
-        version=CURRENT_VERSION,
-        opaque=request.opaque,
-        flag=RPC_TYPE_RESPONSE,
-        remark=remark,
-        ext_fields=ext_fields,
-        body=body,
-        serialize_type=request.serialize_type,
-    )
+    # positional: the dataclass's generated __init__ matches keywords one by one (every answer)
+    return RemotingCommand(code, _JAVA, CURRENT_VERSION, request.opaque, RPC_TYPE_RESPONSE, remark, ext_fields,
+                           body, request.serialize_type)
 
 
 def make_request(
@@ -184,17 +188,45 @@ _json_encode_map: Callable[[Any, int], Iterable[str]] = (
 _HEADER_TAIL = '"serializeTypeCurrentRPC":"JSON","version":%d}'
 
 
+def _plain_text(s: str) -> bool:
+    """Printable ASCII without '"' or '\\': text json and fastjson both write as it is."""
+    for ch in s:
+        c = ord(ch)
+        if c < 0x20 or c > 0x7E or c == 0x22 or c == 0x5C:
+            return False
+    return True
+
+
+def _plain_ext_json(ext: dict[str, str]) -> str | None:
+    """extFields as json writes them when every key and value is plain text (``_plain_text``:
+    ids, numbers, names, as in nearly every answer), joined directly; None otherwise. Compiled
+    only (frame.pxd: a C loop per string); the C encoder it spares walks and joins far more."""
+    if type(ext) is not dict:
+        return None
+    parts = []
+    for k, v in ext.items():
+        if type(k) is not str or type(v) is not str or not _plain_text(k) or not _plain_text(v):
+            return None
+        parts.append(f'"{k}":"{v}"')
+    return "{" + ",".join(parts) + "}"
+
+
 def encode_json_header(cmd: RemotingCommand) -> bytes:
     """The JSON header as fastjson writes a RemotingCommand bean: alphabetical, nulls omitted."""
     ext = cmd.ext_fields
     parts = ['{"code":', str(int(cmd.code))]
+    plain = cmd.remark is None  # then nothing in the header needs an escape or a fix-up
     if ext is not None:
-        for v in ext.values():
-            if type(v) is not str:
-                ext = {k: _java_string(v) for k, v in ext.items() if v is not None}
-                break
+        ext_json = _plain_ext_json(ext) if COMPILED else None
+        if ext_json is None:
+            plain = False
+            for v in ext.values():
+                if type(v) is not str:
+                    ext = {k: _java_string(v) for k, v in ext.items() if v is not None}
+                    break
+            ext_json = "".join(_json_encode_map(ext, 0))
         parts.append(',"extFields":')
-        parts.append("".join(_json_encode_map(ext, 0)))
+        parts.append(ext_json)
     language = cmd.language
     parts.append(',"flag":%d,"language":"%s","opaque":%d,' % (
         cmd.flag, _LANG_NAMES[language] if 0 <= language < len(_LANG_NAMES) else "OTHER", cmd.opaque))
@@ -203,6 +235,8 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
         parts.append(encode_basestring(cmd.remark))
         parts.append(",")
     parts.append(_HEADER_TAIL % cmd.version)
+    if plain:
+        return "".join(parts).encode("utf-8")
     return fastjson.escape_fixup("".join(parts)).encode("utf-8", "replace")
 
 
@@ -238,12 +272,6 @@ def _int_field(header: dict, name: str) -> int:
     raise FrameError(f"JSON header field {name!r} is not an integer: {v!r}")
 
 
-#: True where this module runs as a Cython build (scripts/build_ext): a JSON header is then first
-#: read by ``scan_plain_json_header``, a C loop (interpreted, that loop would cost more than json's
-#: own C scanner, so plain Python goes straight to json).
-COMPILED = not __file__.endswith(".py")
-
-
 def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
     """A JSON header (fastjson, or the laxer shapes C++/Go/ali-ons clients send)."""
     header: object = scan_plain_json_header(data) if COMPILED and type(data) is bytes else None
@@ -262,11 +290,11 @@ def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
     lang = get("language")
     language: int
     if type(lang) is str:
-        language = _LANG_BY_NAME.get(lang, LanguageCode.OTHER)
+        language = _LANG_BY_NAME.get(lang, _OTHER)
     elif lang is None:
-        language = LanguageCode.JAVA
+        language = _JAVA
     elif type(lang) is int:
-        language = lang if 0 <= lang < len(_LANG_NAMES) else LanguageCode.OTHER
+        language = lang if 0 <= lang < len(_LANG_NAMES) else _OTHER
     else:
         raise FrameError(f"JSON header field 'language' is neither a name nor an ordinal: {lang!r}")
     remark = get("remark")
@@ -282,7 +310,7 @@ def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
             if type(v) is not str:
                 ext = {str(k): _java_string(v) for k, v in ext.items() if v is not None}
                 break
-    return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, SerializeType.JSON)
+    return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, _JSON)
 
 
 def _plain_string_end(data: bytes, pos: int, n: int) -> int:
@@ -609,16 +637,16 @@ def decode_binary_header(header: bytes | memoryview) -> RemotingCommand:
                 pos = vend
         except UnicodeDecodeError as e:
             raise FrameError(f"ROCKETMQ header extFields entry at offset {pos + e.start} is not UTF-8") from None
-    return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, SerializeType.ROCKETMQ)
+    return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, _ROCKETMQ)
 
 
 # --- frames ---------------------------------------------------------------------------------------
 
 
 def encode_header(cmd: RemotingCommand) -> bytes:
-    if cmd.serialize_type == SerializeType.JSON:
+    if cmd.serialize_type == _JSON:
         return encode_json_header(cmd)
-    if cmd.serialize_type == SerializeType.ROCKETMQ:
+    if cmd.serialize_type == _ROCKETMQ:
         return encode_binary_header(cmd)
     raise FrameError(f"unknown serialize type {cmd.serialize_type}")
 
@@ -654,9 +682,9 @@ def encode_frame_parts(
 def encode_frame(cmd: RemotingCommand) -> bytes:
     """The complete frame, length word included."""
     stype = cmd.serialize_type  # encode_header inlined: every answer passes here
-    if stype == SerializeType.ROCKETMQ:
+    if stype == _ROCKETMQ:
         header = encode_binary_header(cmd)
-    elif stype == SerializeType.JSON:
+    elif stype == _JSON:
         header = encode_json_header(cmd)
     else:
         raise FrameError(f"unknown serialize type {stype}")

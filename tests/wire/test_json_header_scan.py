@@ -152,3 +152,19 @@ def test_the_build_reads_json_headers_with_the_scanner() -> None:
     assert a.ext_fields == {"i": "A\x01B"}
     assert frame.COMPILED == (not (frame.__file__ or "").endswith(".py"))
 
+
+
+_ext_text = _text | st.sampled_from(["msgId", "queueId", "MSG_REGION", "0A0B0C0D00002A9F0000000000012345",
+                                     "DefaultRegion", "true", "a b~!#[]", "\x7f", "\u00e9"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(_ext_text, _ext_text | st.integers() | st.none(), max_size=6) | st.none(),
+       st.integers(-2**31, 2**31 - 1), st.sampled_from([None, "", "ok", "a\"b", "\x01"]), st.integers(0, 1))
+def test_answers_written_alike_by_build_and_source(ext: Any, opaque: int, remark: Any, flag: int) -> None:
+    """encode_json_header writes plain extFields itself where compiled: the same bytes as json's
+    C encoder and fastjson's fix-ups (the plain-Python source's way)."""
+    cmd = RemotingCommand(code=0, opaque=opaque, flag=flag, remark=remark, ext_fields=ext)
+    assert frame.encode_json_header(cmd) == _PURE.encode_json_header(cmd)
+    if ext is not None and all(type(v) is str for v in ext.values()):
+        assert _PURE._plain_ext_json(ext) in (None, "".join(frame._json_encode_map(ext, 0)))
