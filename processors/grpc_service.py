@@ -30,7 +30,7 @@ import trio
 from google.protobuf.message import DecodeError
 
 from rmqd.processors.acl import AclError, AclState
-from rmqd.processors.client_manager import ClientChannelInfo
+from rmqd.processors.client_manager import ClientChannelInfo, ConsumerManager, ProducerManager
 from rmqd.processors.common import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, perm_readable, perm_writeable
 from rmqd.processors.grpc_acl import check as acl_check
 from rmqd.processors.grpc_clients import (
@@ -43,6 +43,10 @@ from rmqd.processors.grpc_common import (
 )
 from rmqd.processors.grpc_convert import build_message_properties, build_sys_flag, topic_message_type
 from rmqd.processors.pull import SubscriptionParseError, build_subscription_data
+from rmqd.processors.seams import BrokerConfigView
+from rmqd.store.config import MessageStoreConfig
+from rmqd.store.subscription_group import SubscriptionGroupManager
+from rmqd.store.topic_config import TopicConfigManager
 from rmqd.wire.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from rmqd.wire.codes import LanguageCode, MQVersion, RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand
@@ -92,16 +96,30 @@ GrpcHandler = Callable[[Call], Awaitable[None]]
 InlineHandler = Callable[[Call, bytes], "bytes | Awaitable[bytes]"]
 
 
+class AclView(Protocol):
+    """The broker's plain ACL (broker/acl_config.AclService): the accounts and white lists in force."""
+
+    @property
+    def state(self) -> AclState: ...
+
+
 class GrpcBroker(Protocol):
     """What the service uses of the broker (broker/broker.BrokerRole)."""
 
-    broker_config: Any
-    message_store_config: Any
-    topic_config_manager: Any
-    subscription_group_manager: Any
-    producer_manager: Any
-    consumer_manager: Any
-    acl: Any
+    @property
+    def broker_config(self) -> BrokerConfigView: ...
+    @property
+    def message_store_config(self) -> MessageStoreConfig: ...
+    @property
+    def topic_config_manager(self) -> TopicConfigManager: ...
+    @property
+    def subscription_group_manager(self) -> SubscriptionGroupManager: ...
+    @property
+    def producer_manager(self) -> ProducerManager: ...
+    @property
+    def consumer_manager(self) -> ConsumerManager: ...
+    @property
+    def acl(self) -> AclView | None: ...
 
 
 class _LocalChannel:
