@@ -31,3 +31,6 @@ cdef bint _plain_text(str s) except -1
 
 @cython.locals(parts=list)
 cdef _plain_ext_json(object ext)
+
+@cython.locals(kend=cython.Py_ssize_t)
+cdef Py_ssize_t _key_end(bytes data, Py_ssize_t pos, Py_ssize_t n)

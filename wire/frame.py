@@ -335,6 +335,15 @@ def _plain_string_end(data: bytes, pos: int, n: int) -> int:
 _JSON_ESCAPES = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x62: "\b", 0x66: "\f", 0x6E: "\n", 0x72: "\r", 0x74: "\t"}
 
 
+def _key_end(data: bytes, pos: int, n: int) -> int:
+    """The closing quote of an object member's name opening at ``data[pos]`` when a ':' follows
+    it, else -1."""
+    kend = _plain_string_end(data, pos, n)
+    if kend < 0 or kend + 1 >= n or data[kend + 1] != 0x3A:
+        return -1
+    return kend
+
+
 def _backslash(data: bytes, start: int, end: int) -> int:
     """The first backslash in ``data[start:end]``, or -1 (a C loop where compiled)."""
     while start < end:
@@ -425,9 +434,9 @@ def scan_plain_json_header(data: bytes) -> dict[str, Any] | None:
     escapes, raw control characters, bytes that are not UTF-8), which then goes through json
     and fastjson's rules.
 
-    Why: json's scanner works on the decoded text and builds every key through its memo; this
-    reads the bytes once and decodes only the strings (compiled, frame.pxd makes it a C loop:
-    ~a third of json's instructions per Java send header)."""
+    Why: json's scanner needs the whole header decoded to text first and builds every key
+    through its memo; this reads the bytes once and decodes only the strings (compiled, frame.pxd
+    makes it a C loop: decode_json_header 46.5k -> 34k instructions per Java send header)."""
     n = len(data)
     if n < 2 or data[0] != 0x7B or data[n - 1] != 0x7D:
         return None
@@ -437,8 +446,8 @@ def scan_plain_json_header(data: bytes) -> dict[str, Any] | None:
     pos = 1
     try:
         while True:
-            kend = _plain_string_end(data, pos, n)
-            if kend < 0 or kend + 1 >= n or data[kend + 1] != 0x3A:
+            kend = _key_end(data, pos, n)
+            if kend < 0:
                 return None
             key = _json_string(data, pos + 1, kend)
             if key is None:
@@ -463,8 +472,8 @@ def scan_plain_json_header(data: bytes) -> dict[str, Any] | None:
                     pos += 1
                 else:
                     while True:
-                        kend = _plain_string_end(data, pos, n)
-                        if kend < 0 or kend + 1 >= n or data[kend + 1] != 0x3A:
+                        kend = _key_end(data, pos, n)
+                        if kend < 0:
                             return None
                         vend = _plain_string_end(data, kend + 2, n)
                         if vend < 0 or vend + 1 >= n:
