@@ -8,3 +8,6 @@ cdef long long _plain_digits(object v, long long limit) except? -2
 @cython.locals(d=cython.longlong, e=cython.longlong, f=cython.longlong, g=cython.longlong, h=cython.longlong,
                jv=cython.longlong, lv=cython.longlong, fields=dict)
 cpdef send_header_from_v2(object ext)
+
+@cython.locals(props=dict, stored=dict, held=cython.Py_ssize_t)
+cpdef tuple properties_to_store(object client_properties, object cluster)

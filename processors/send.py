@@ -316,20 +316,16 @@ class SendMessageProcessor:
                 if dlq_config is None:
                     return self._fail(request, ResponseCode.SYSTEM_ERROR, f"topic[{topic}] not exist")
 
-        props = decode_properties(h.properties)
-        held = len(props)
-        props[PROPERTY_CLUSTER] = b.broker_config.brokerClusterName
-        held = max(held, len(props))
+        props, properties_string, stored = properties_to_store(h.properties, b.broker_config.brokerClusterName)
         wait_store_msg_ok = props.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"
-        stored = dict(props)
-        stored.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
-        properties_string = encode_properties(java_hashmap_order(stored, max_size=held))
 
         msg = b.new_inner_message(
             topic=topic, queue_id=msg_queue_id, body=_body_bytes(request), flag=int(h.flag or 0),
             properties=props, properties_string=properties_string, sys_flag=sys_flag,
             born_timestamp=int(h.bornTimestamp or 0), born_host=self._born_host(ctx.channel.remote_addr),
             reconsume_times=reconsume_times)
+        if stored is not None:
+            msg.stored_properties = (properties_string, stored)
 
         if java_parse_boolean(props.get(PROPERTY_TRANSACTION_PREPARED)):
             if b.broker_config.rejectTransactionMessage:
@@ -422,6 +418,26 @@ class SendMessageProcessor:
     def inline_handlers(self) -> dict[int, Any]:
         """The same codes for the server's read loop (see broker.server.InlineHandler)."""
         return {code: self.send_message_now for code in self.handlers()}
+
+
+def properties_to_store(client_properties: str | None, cluster: str) -> tuple[dict[str, str], str,
+                                                                                dict[str, str] | None]:
+    """The message's properties as the send processor keeps them (the client's, plus CLUSTER),
+    the string the commit log stores (without WAIT, in the HashMap order of a map that held
+    WAIT), and the map that string decodes back to, or None when it would not decode back to it.
+
+    Whatever decode_properties returns round-trips (no name holds a separator, no value a
+    property separator, none is empty), so only the cluster name can break the round trip; the
+    map lets dispatch take the record's properties from the append (CommitLog.appended)."""
+    props = decode_properties(client_properties)
+    held = len(props)
+    props[PROPERTY_CLUSTER] = cluster
+    held = max(held, len(props))
+    stored = dict(props)
+    stored.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
+    stored = java_hashmap_order(stored, max_size=held)
+    properties_string = "\x02".join([f"{k}\x01{v}" for k, v in stored.items()])  # encode_properties
+    return props, properties_string, stored if cluster and "\x02" not in cluster else None
 
 
 def put_status_to_response(status: str, max_message_size: int) -> tuple[int, str | None, bool]:

@@ -55,6 +55,7 @@ _HOST_FLAGS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_
 _TOPICS: dict[bytes, str] = {}  # topic names repeat: decode each once
 _KEYS = MessageConst.PROPERTY_KEYS
 _UNIQ = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_APPENDED_MAX = 4096  # CommitLog.appended entries at most (eight dispatch rounds' worth of sends)
 
 
 class PutMessageStatus(enum.Enum):
@@ -153,6 +154,9 @@ class MessageExtBrokerInner(MessageEnvelope):
     prepared_transaction_offset: int = 0
     properties_string: str | None = None
     store_timestamp: int = 0
+    #: (properties_string, the map that string decodes back to), when the sender built the string
+    #: from a map it knows round-trips (see CommitLog.appended); ignored once the string is replaced
+    stored_properties: tuple[str, dict[str, str]] | None = None
 
     @property
     def delay_time_level(self) -> int:
@@ -206,6 +210,10 @@ class CommitLog:
         self.begin_time_in_lock = 0
         # called after each successful append with the end offset (flush service hook)
         self.on_appended: Callable[[int], None] | None = None
+        #: records this process appended and dispatch has not taken yet, by physical offset, as
+        #: dispatch_info would read them back: the reput takes these instead of parsing the bytes
+        #: it has just been handed (a record without an entry is parsed, as after a restart)
+        self.appended: dict[int, DispatchInfo] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -260,6 +268,8 @@ class CommitLog:
         rec = self.encode(msg)
         if isinstance(rec, PutMessageStatus):
             return PutMessageResult(rec, None)
+        sp = msg.stored_properties
+        known = sp[1] if sp is not None and sp[0] is msg.properties_string else None
         tran = msg.sys_flag & _TRAN_MASK
         key = f"{msg.topic}-{msg.queue_id}"
         ts_pos = store_timestamp_position(msg.sys_flag)
@@ -281,6 +291,14 @@ class CommitLog:
             if not self._write(mf, pos, rec):
                 self.begin_time_in_lock = 0
                 return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, None)
+            if known is not None:  # before the record is published, so the reput finds it
+                appended = self.appended
+                if len(appended) >= _APPENDED_MAX:
+                    appended.clear()  # dispatch is not taking them (stopped, or a slave's role)
+                topic = msg.topic
+                appended[phy] = (topic, msg.queue_id, phy, n, tags_code_of(topic, known, now, self.delay_level_table),
+                                 now, qoff, known.get(_KEYS), known.get(_UNIQ), msg.sys_flag,
+                                 msg.prepared_transaction_offset, known)
             mf.wrote_position = pos + n
             mf.store_timestamp = now
             if tran not in _NO_QUEUE_OFFSET:

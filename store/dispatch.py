@@ -337,6 +337,7 @@ class ReputMessageService:
     def _reput(self, max_records: int | None) -> int:
         cl = self.commit_log
         info_of = cl.dispatch_info
+        appended = cl.appended
         dispatch = self.dispatcher.dispatch_batch
         count = 0
         min_off = cl.get_min_offset()
@@ -356,7 +357,8 @@ class ReputMessageService:
                 limit = DISPATCH_BATCH if max_records is None else min(DISPATCH_BATCH, max_records - count)
                 batch: list[DispatchInfo] = []
                 while pos < end and len(batch) < limit:
-                    info = info_of(view, pos, False)
+                    taken = appended.pop(start + pos, None) if appended else None
+                    info = info_of(view, pos, False) if taken is None else taken
                     if isinstance(info, int):
                         break
                     batch.append(info)

@@ -96,6 +96,7 @@ def _walk(commit_log: CommitLog, index: int, check_crc: bool,
 def _truncate(commit_log: CommitLog, process_offset: int, max_phy_offset_of_cq: int,
               consume_queues: Iterable[ConsumeQueue], report: RecoveryReport) -> None:
     mfq = commit_log.mapped_file_queue
+    commit_log.appended.clear()  # offsets past process_offset are written anew
     before = {m.file_name for m in mfq.mapped_files}
     mfq.flushed_where = process_offset
     mfq.committed_where = process_offset
