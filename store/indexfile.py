@@ -122,6 +122,52 @@ class IndexEntry:
     prevIndex: int
 
 
+def _put_hashes(mm: mmap.mmap, h: IndexHeader, entries_base: int, slot_num: int, index_num: int,
+                entries: list[tuple[int, int, int, int]], i: int) -> int:
+    """IndexFile.putKey for each entry from ``i`` while the file has room; the header's fields
+    live in locals meanwhile (typed in indexfile.pxd when compiled: the arithmetic in C, the
+    header's attributes read and written once per batch, not six times per key)."""
+    count = h.indexCount
+    slot_count = h.hashSlotCount
+    begin_ts = h.beginTimestamp
+    begin_phy = h.beginPhyOffset
+    end_phy = h.endPhyOffset
+    end_ts = h.endTimestamp
+    n = len(entries)
+    # the layout's constants as (typed) locals: compiled, every sum below stays in C
+    header_size, slot_size, entry_size, invalid, int_max = (INDEX_HEADER_SIZE, HASH_SLOT_SIZE, INDEX_ENTRY_SIZE,
+                                                            INVALID_INDEX, INT_MAX)
+    read_slot, write_slot, write_entry = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
+    while i < n and count < index_num:
+        key_hash, phy, ts, _tag = entries[i]
+        abs_slot = header_size + (key_hash % slot_num) * slot_size
+        slot_value = read_slot(mm, abs_slot)[0]
+        if slot_value <= invalid or slot_value > count:
+            slot_value = invalid
+            slot_count += 1
+        time_diff = 0
+        if begin_ts > 0:  # measured before entry 1 resets the begin time (a quirk RocketMQ has)
+            d = ts - begin_ts
+            if d > 0:
+                time_diff = min(d // 1000, int_max)
+        write_entry(mm, entries_base + count * entry_size, key_hash, phy, time_diff, slot_value)
+        write_slot(mm, abs_slot, count)
+        if count <= 1:
+            begin_phy = phy
+            begin_ts = ts
+        count += 1
+        end_phy = phy
+        end_ts = ts
+        i += 1
+    h.indexCount = count
+    h.hashSlotCount = slot_count
+    h.beginTimestamp = begin_ts
+    h.beginPhyOffset = begin_phy
+    h.endPhyOffset = end_phy
+    h.endTimestamp = end_ts
+    return i
+
+
 class IndexFile:
     """One index file, memory-mapped whole (like RocketMQ's MappedFile for it)."""
 
@@ -210,32 +256,14 @@ class IndexFile:
         """``putKey`` for a key already hashed (:func:`index_key_hash`), leaving the header
         in memory: a batch writes it once (:meth:`write_header`), and readers use
         ``self.header``. False when the file is full."""
-        h = self.header
-        count = h.indexCount
-        if count >= self.index_num:
-            return False
-        abs_slot = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
-        mm = self._mm
-        slot_value = _SLOT.unpack_from(mm, abs_slot)[0]
-        if slot_value <= INVALID_INDEX or slot_value > count:
-            slot_value = INVALID_INDEX
-            h.hashSlotCount += 1
-        begin = h.beginTimestamp
-        if begin <= 0:
-            time_diff = 0
-        else:
-            d = store_timestamp - begin
-            time_diff = 0 if d < 0 else min(d // 1000, INT_MAX)
-        _ENTRY.pack_into(mm, self._entries_base + count * INDEX_ENTRY_SIZE,
-                         key_hash, phy_offset, time_diff, slot_value)
-        _SLOT.pack_into(mm, abs_slot, count)
-        if count <= 1:
-            h.beginPhyOffset = phy_offset
-            h.beginTimestamp = store_timestamp
-        h.indexCount = count + 1
-        h.endPhyOffset = phy_offset
-        h.endTimestamp = store_timestamp
-        return True
+        return self.put_hashes([(key_hash, phy_offset, store_timestamp, 0)], 0) == 1
+
+    def put_hashes(self, entries: list[tuple[int, int, int, int]], i: int) -> int:
+        """:meth:`put_hash` for ``entries[i:]`` (key hash, commit-log offset, store time, and
+        a tag of the caller's) in order: the index of the first entry that did not fit (the
+        file is full), ``len(entries)`` when all did."""
+        return _put_hashes(self._mm, self.header, self._entries_base, self.hash_slot_num, self.index_num,
+                           entries, i)
 
     def write_header(self) -> None:
         if not self._mm.closed:
@@ -485,43 +513,45 @@ class IndexService:
     def build_index_batch(self, requests: Iterable[Sequence]) -> None:
         """:meth:`build_index` for many records, each a DispatchRequest-ordered tuple (topic,
         queue id, commit-log offset, size, tags code, store time, queue offset, KEYS,
-        UNIQ_KEY, sysFlag, ...): one lock round trip and one header write per file, and
-        ``topic#`` hashed once per topic (:func:`java_string_hash_from`)."""
+        UNIQ_KEY, sysFlag, ...): the keys hashed first (``topic#`` once per topic,
+        :func:`java_string_hash_from`), then put with one header write per file. A file is
+        rolled where buildIndex would roll it: before a record's first key when it is full,
+        and at the start of any later record once it is."""
         f = self.get_and_create_last_index_file()
         prefixes = self._prefix_hashes
+        entries: list[tuple[int, int, int, int]] = []
+        end_phy = f.header.endPhyOffset  # buildIndex skips records below it (a replay)
+        last = -1
+        for last, r in enumerate(requests):
+            phy = r[2]
+            keys, uniq = r[7], r[8]
+            if (uniq is None and not keys) or phy < end_phy or r[9] & _TRAN_MASK == _ROLLBACK:
+                continue
+            topic, ts = r[0], r[5]
+            ph = prefixes.get(topic)
+            if ph is None:
+                ph = prefixes[topic] = java_string_hash(topic + "#")
+            if uniq is not None:
+                h = java_string_hash_from(ph, uniq)
+                entries.append((0 if h == -0x80000000 else abs(h), phy, ts, last))
+                end_phy = phy
+            if keys:
+                for k in keys.split(MessageConst.KEY_SEPARATOR):
+                    if k:
+                        h = java_string_hash_from(ph, k)
+                        entries.append((0 if h == -0x80000000 else abs(h), phy, ts, last))
+                        end_phy = phy
         try:
-            for r in requests:
-                if f.header.indexCount >= f.index_num:  # buildIndex starts by rolling a full file
-                    f.write_header()
-                    f = self.get_and_create_last_index_file()
-                phy = r[2]
-                keys, uniq = r[7], r[8]
-                if (uniq is None and not keys) or phy < f.header.endPhyOffset \
-                        or r[9] & _TRAN_MASK == _ROLLBACK:
-                    continue
-                topic, ts = r[0], r[5]
-                ph = prefixes.get(topic)
-                if ph is None:
-                    ph = prefixes[topic] = java_string_hash(topic + "#")
-                if uniq is not None:
-                    h = java_string_hash_from(ph, uniq)
-                    if not f.put_hash(0 if h == -0x80000000 else abs(h), phy, ts):
-                        f = self._put_in_next_file(f, h, phy, ts)
-                if keys:
-                    for k in keys.split(MessageConst.KEY_SEPARATOR):
-                        if k:
-                            h = java_string_hash_from(ph, k)
-                            if not f.put_hash(0 if h == -0x80000000 else abs(h), phy, ts):
-                                f = self._put_in_next_file(f, h, phy, ts)
+            i = f.put_hashes(entries, 0) if entries else 0
+            while i < len(entries):  # full: the rest go to the next file
+                f.write_header()
+                f = self.get_and_create_last_index_file()
+                i = f.put_hashes(entries, i)
+            if f.is_write_full() and entries and entries[-1][3] < last:
+                f.write_header()  # a record after the one that filled it: buildIndex rolled there
+                f = self.get_and_create_last_index_file()
         finally:
             f.write_header()
-
-    def _put_in_next_file(self, full: IndexFile, h: int, phy: int, ts: int) -> IndexFile:
-        full.write_header()
-        while True:
-            f = self.get_and_create_last_index_file()
-            if f.put_hash(0 if h == -0x80000000 else abs(h), phy, ts):
-                return f
 
     def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryOffsetResult:
         """``IndexService.queryOffset``: newest file first, at most

@@ -70,6 +70,8 @@ TIMER_PROGRESS_JSON = "rmqdTimerOffset.json"
 
 DELAY_FOR_A_WHILE = 100  # ms between rounds when something is pending (RocketMQ's value)
 IDLE_WAIT = 100  # ms: new delayed messages are looked at this often (RocketMQ polls every 100 ms)
+_TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE  # MessageSysFlag.getTransactionValue's mask
+_TIMED_TRAN_TYPES = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 _TIME_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
@@ -125,21 +127,22 @@ def apply_timer(msg: MessageExtBrokerInner, now_ms: int | None = None, *, timer_
 
     Returns None when the message may be put (possibly moved to TIMER_TOPIC), or the remark of
     the MESSAGE_ILLEGAL answer. Call it on client sends before ``put_message``."""
-    tran = MessageSysFlag.get_transaction_value(msg.sys_flag)
-    if tran not in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
+    if msg.sys_flag & _TRAN_MASK not in _TIMED_TRAN_TYPES:
         return None
     props = msg.properties
+    # the usual send has none of the three: decided by three dict lookups, before the delay
+    # level's parse (this runs on every send)
+    if not (PROPERTY_TIMER_DELIVER_MS in props or PROPERTY_TIMER_DELAY_SEC in props
+            or PROPERTY_TIMER_DELAY_MS in props):
+        return None
     timer_keys = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
     if msg.delay_time_level > 0:
         # a delay level wins: the timer properties are dropped
-        if any(k in props for k in timer_keys):
-            for k in timer_keys:
-                props.pop(k, None)
-            msg.properties_string = encode_properties_java(props)
+        for k in timer_keys:
+            props.pop(k, None)
+        msg.properties_string = encode_properties_java(props)
         return None
     if msg.topic == TIMER_TOPIC or PROPERTY_TIMER_OUT_MS in props:
-        return None
-    if not any(k in props for k in timer_keys):
         return None
     now = _now_ms() if now_ms is None else now_ms
     try:
