@@ -63,7 +63,8 @@ from rmqd.processors.transaction import (
     EndTransactionProcessor, TransactionalMessageCheckService, TransactionalMessageService,
 )
 from rmqd.store.broker_stats import BrokerStats, BrokerStatsManager
-from rmqd.store.commitlog import MessageExtBatch, MessageExtBrokerInner, PutMessageResult
+from rmqd.store.commitlog import (MessageExtBatch, MessageExtBrokerInner, PutMessageResult,
+                                  new_inner_message as commitlog_new_inner_message)
 from rmqd.store.config_files import config_refusal
 from rmqd.store.consumer_offset import ConsumerOffsetManager
 from rmqd.store.delay_offset import DelayOffsetManager
@@ -469,11 +470,9 @@ class BrokerRole:
                           properties_string: str, sys_flag: int, born_timestamp: int, born_host: tuple[str, int],
                           reconsume_times: int) -> MessageExtBrokerInner:
         host, port = born_host
-        return MessageExtBrokerInner(
-            topic=topic, queue_id=queue_id, body=body, properties=properties, flag=flag, sys_flag=sys_flag,
-            born_timestamp=born_timestamp, born_host=_ip_bytes(host or "127.0.0.1"), born_port=port,
-            store_host=self.store_host, store_port=self.store_port, reconsume_times=reconsume_times,
-            properties_string=properties_string)
+        return commitlog_new_inner_message(topic, queue_id, body, properties, flag, sys_flag, born_timestamp,
+                                           _ip_bytes(host or "127.0.0.1"), port, self.store_host, self.store_port,
+                                           reconsume_times, properties_string)
 
     def new_batch_message(self, *, topic: str, queue_id: int, body: bytes, flag: int, properties: dict[str, str],
                           properties_string: str, sys_flag: int, born_timestamp: int, born_host: tuple[str, int],

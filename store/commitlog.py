@@ -172,6 +172,56 @@ class MessageExtBrokerInner(MessageEnvelope):
         return self.properties_string
 
 
+_new_object = object.__new__
+
+
+def new_inner_message(topic: str, queue_id: int, body: bytes, properties: dict[str, str], flag: int,
+                      sys_flag: int, born_timestamp: int, born_host: bytes, born_port: int, store_host: bytes,
+                      store_port: int, reconsume_times: int, properties_string: str | None) -> MessageExtBrokerInner:
+    """``MessageExtBrokerInner(...)`` as a send makes one, every field set. Why: a dataclass's
+    ``__init__`` is generated Python source, so it runs interpreted even where this module is
+    compiled; these stores are compiled (a test holds the two to the same object)."""
+    msg = _new_object(MessageExtBrokerInner)
+    msg.topic = topic
+    msg.queue_id = queue_id
+    msg.body = body
+    msg.properties = properties
+    msg.sys_flag = sys_flag
+    msg.born_timestamp = born_timestamp
+    msg.born_host = born_host
+    msg.born_port = born_port
+    msg.store_host = store_host
+    msg.store_port = store_port
+    msg.reconsume_times = reconsume_times
+    msg.flag = flag
+    msg.prepared_transaction_offset = 0
+    msg.properties_string = properties_string
+    msg.store_timestamp = 0
+    msg.stored_properties = None
+    return msg
+
+
+def _put_ok(wrote_offset: int, wrote_bytes: int, store_timestamp: int, logics_offset: int, store_host: bytes,
+            store_port: int) -> PutMessageResult:
+    """``PutMessageResult(PUT_OK, AppendMessageResult(PUT_OK, ...))`` of one appended record,
+    built with compiled stores like :func:`new_inner_message`."""
+    res = _new_object(AppendMessageResult)
+    res.status = _APPEND_OK
+    res.wroteOffset = wrote_offset
+    res.wroteBytes = wrote_bytes
+    res.storeTimestamp = store_timestamp
+    res.logicsOffset = logics_offset
+    res.msgNum = 1
+    res.pagecacheRT = 0
+    res.store_host = store_host
+    res.store_port = store_port
+    res.phy_offsets = None
+    out = _new_object(PutMessageResult)
+    out.putMessageStatus = _PUT_OK
+    out.appendMessageResult = res
+    return out
+
+
 @dataclass(slots=True)
 class MessageExtBatch(MessageEnvelope):
     """SEND_BATCH_MESSAGE: one topic/queue, the client's batch body, batch-level properties
@@ -305,10 +355,9 @@ class CommitLog:
                 self.topic_queue_table[key] = qoff + 1
             self.begin_time_in_lock = 0
         msg.store_timestamp = now
-        res = AppendMessageResult(_APPEND_OK, phy, n, now, qoff, 1, 0, msg.store_host, msg.store_port)
         if self.on_appended is not None:
             self.on_appended(phy + n)
-        return PutMessageResult(_PUT_OK, res)
+        return _put_ok(phy, n, now, qoff, msg.store_host, msg.store_port)
 
     def _file_for(self, n: int) -> MappedFile | None:
         """The file the next ``n`` bytes go to (under the put lock): the last one, or - if they

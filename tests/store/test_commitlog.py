@@ -237,3 +237,22 @@ def test_file_creation_failure_is_reported(tmp_path, monkeypatch):
         assert r.putMessageStatus is PutMessageStatus.CREATE_MAPEDFILE_FAILED
         monkeypatch.undo()
         assert s.put_message(MessageExtBrokerInner("T", 0, b"z" * 3000)).appendMessageResult.logicsOffset == 1
+
+
+def test_compiled_constructors_make_the_dataclasses_objects():
+    """new_inner_message and _put_ok build what the dataclasses' own __init__ builds, every
+    field set (a field added to a dataclass and not to its constructor fails here)."""
+    import dataclasses
+    from rmqd.store import commitlog
+    from rmqd.store.commitlog import AppendMessageResult, PutMessageResult, new_inner_message
+    args = dict(topic="T", queue_id=3, body=b"b", properties={"TAGS": "a"}, flag=5, sys_flag=0x4, born_timestamp=6,
+                born_host=b"\1\2\3\4", born_port=7, store_host=b"\4\3\2\1", store_port=8, reconsume_times=9,
+                properties_string="TAGS\x01a")
+    fast = new_inner_message(**args)
+    assert fast == MessageExtBrokerInner(**args)
+    assert all(hasattr(fast, f.name) for f in dataclasses.fields(MessageExtBrokerInner))
+    ok = commitlog._put_ok(10, 11, 12, 13, b"\4\3\2\1", 8)
+    assert ok == PutMessageResult(commitlog._PUT_OK, AppendMessageResult(commitlog._APPEND_OK, 10, 11, 12, 13, 1, 0,
+                                                                         b"\4\3\2\1", 8))
+    assert all(hasattr(ok.appendMessageResult, f.name) for f in dataclasses.fields(AppendMessageResult))
+    assert ok.is_ok() and ok.end_offset == 21
