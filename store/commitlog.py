@@ -344,7 +344,7 @@ class CommitLog:
             if known is not None:  # before the record is published, so the reput finds it
                 appended = self.appended
                 if len(appended) >= _APPENDED_MAX:
-                    appended.clear()  # dispatch is not taking them (stopped, or a slave's role)
+                    appended.clear()  # dispatch is not taking them (stopped or suspended): parsed instead
                 topic = msg.topic
                 appended[phy] = (topic, msg.queue_id, phy, n, tags_code_of(topic, known, now, self.delay_level_table),
                                  now, qoff, known.get(_KEYS), known.get(_UNIQ), msg.sys_flag,
