@@ -391,7 +391,8 @@ class PopService:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self.polling.bind_trio()
-        self.broker.store.add_arrival_listener(self.polling.arrival_listener)
+        # called only for topics a POP waits on: the dispatch loop skips the rest in compiled code
+        self.broker.store.add_arrival_listener(self.polling.arrival_listener, self.polling.table)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.revive.run)
             task_status.started()

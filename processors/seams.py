@@ -159,6 +159,10 @@ class SendBroker(RetryBroker, Protocol):
     @property
     def stats(self) -> StatsView: ...
 
+    #: the broker's address as a record stores it (brokerIP1) and its listen port
+    store_host: bytes
+    store_port: int
+
     @staticmethod
     def now_ms() -> int: ...
 

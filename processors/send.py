@@ -25,17 +25,18 @@ import trio
 
 from rmqd.processors.common import (
     AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_READ, PERM_WRITE, build_topic_sys_flag, dlq_topic, java_hashmap_key_order,
-    java_hashmap_order, not_allowed_send_remark, perm_to_string, perm_writeable, suggest_todo, validate_group,
+    java_hashmap_order, not_allowed_send_remark, perm_to_string, suggest_todo, validate_group,
     validate_topic, NOT_ALLOWED_SEND_TOPIC_SET,
     RETRY_GROUP_TOPIC_PREFIX,
 )
 from rmqd.store.commitlog import PutMessageStatus
+from rmqd.store.commitlog import new_inner_message as commitlog_new_inner_message
 from rmqd.store.schedule import apply_timer
 from rmqd.wire.codes import MQVersion, RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_response
 from rmqd.wire.bodies import TopicFilterType
 from rmqd.wire.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
-from rmqd.wire.message import MessageSysFlag, decode_properties, encode_properties
+from rmqd.wire.message import MessageSysFlag, decode_properties, encode_properties, ip_to_bytes
 from rmqd.processors.seams import Context, RequestHandler, SendBroker
 
 log = logging.getLogger("rmqd.send")
@@ -189,6 +190,7 @@ class SendMessageProcessor:
                                                 "queueOffset"))
         self._base_cache: tuple[Any, Any, dict[str, str], dict[str, str]] | None = None
         self._hosts: dict[str, tuple[str, int]] = {}
+        self._born: dict[str, tuple[bytes, int]] = {}
 
     # -- request parsing -------------------------------------------------------------------
     @staticmethod
@@ -242,16 +244,19 @@ class SendMessageProcessor:
         start = int(getattr(bc, "startAcceptSendRequestTimeStamp", 0) or 0)
         if start and b.now_ms() < start:
             return self._fail(request, ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {start}")
-        if not perm_writeable(bc.brokerPermission) and b.topic_config_manager.is_order_topic(h.topic):
+        topic = h.topic
+        tcm = b.topic_config_manager
+        # perm_writeable and select_topic_config written out: both are interpreted calls
+        if not (int(bc.brokerPermission) & PERM_WRITE) and tcm.is_order_topic(topic):
             return self._fail(request, ResponseCode.NO_PERMISSION,
                               f"the broker[{bc.brokerIP1}] sending message is forbidden")
-        remark = validate_topic(h.topic)
+        remark = validate_topic(topic)
         if remark is not None:
             return self._fail(request, ResponseCode.SYSTEM_ERROR, remark)
-        if h.topic in NOT_ALLOWED_SEND_TOPIC_SET:
-            return self._fail(request, ResponseCode.NO_PERMISSION, not_allowed_send_remark(h.topic))
+        if topic in NOT_ALLOWED_SEND_TOPIC_SET:
+            return self._fail(request, ResponseCode.NO_PERMISSION, not_allowed_send_remark(topic))
 
-        topic_config = b.topic_config_manager.select_topic_config(h.topic)
+        topic_config = tcm.topic_config_table.get(topic)
         if topic_config is None:
             topic_sys_flag = 0
             if java_parse_boolean(getattr(h, "unitMode", False)):
@@ -278,6 +283,17 @@ class SendMessageProcessor:
         if filter_type is not _SINGLE_TAG and getattr(filter_type, "name", filter_type) == "MULTI_TAG":
             sys_flag |= MessageSysFlag.MULTI_TAGS_FLAG
         return topic_config, queue_id, sys_flag
+
+    def _born_ip(self, remote_addr: str) -> tuple[bytes, int]:
+        """(address bytes as the record stores them, port) of a producer connection, parsed
+        once per address."""
+        born = self._born.get(remote_addr)
+        if born is None:
+            host, port = self._born_host(remote_addr)
+            if len(self._born) >= 4096:
+                self._born.clear()
+            born = self._born[remote_addr] = (ip_to_bytes(host or "127.0.0.1"), port)
+        return born
 
     def _born_host(self, remote_addr: str) -> tuple[str, int]:
         """(host, port) of a producer connection (parsed once per address)."""
@@ -319,11 +335,11 @@ class SendMessageProcessor:
         props, properties_string, stored = properties_to_store(h.properties, b.broker_config.brokerClusterName)
         wait_store_msg_ok = props.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"
 
-        msg = b.new_inner_message(
-            topic=topic, queue_id=msg_queue_id, body=_body_bytes(request), flag=int(h.flag or 0),
-            properties=props, properties_string=properties_string, sys_flag=sys_flag,
-            born_timestamp=int(h.bornTimestamp or 0), born_host=self._born_host(ctx.channel.remote_addr),
-            reconsume_times=reconsume_times)
+        # the store's constructor called positionally (the broker's keyword seam is interpreted)
+        born_ip, born_port = self._born_ip(ctx.channel.remote_addr)
+        msg = commitlog_new_inner_message(topic, msg_queue_id, _body_bytes(request), props, int(h.flag or 0),
+                                          sys_flag, int(h.bornTimestamp or 0), born_ip, born_port, b.store_host,
+                                          b.store_port, reconsume_times, properties_string)
         if stored is not None:
             msg.stored_properties = (properties_string, stored)
 

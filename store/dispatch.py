@@ -12,7 +12,7 @@ import errno
 import logging
 import threading
 import time
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Container, NamedTuple, Sequence
 
 from rmqd.store.commitlog import CommitLog, DispatchInfo, DispatchRequest
 from rmqd.store.config import MessageStoreConfig
@@ -174,8 +174,11 @@ class ReputMessageService:
         self.commit_log = commit_log
         self.dispatcher = dispatcher
         self.reput_from_offset = reput_from_offset
-        self.arrival_listeners: list[ArrivalListener] = []
+        #: (listener, the topics it is for or None for all): a listener that waits on a few
+        #: topics (POP's long polling) is not called for the others' records
+        self.arrival_listeners: list[tuple[ArrivalListener, Container[str] | None]] = []
         self._cv = threading.Condition()
+        self._waiters = 0  # threads in wait_dispatched's wait (changed under _cv)
         self._wake = threading.Event()
         self._sleeping = False  # True only while the thread waits on _wake (set by the thread)
         self._stopped = False
@@ -291,7 +294,13 @@ class ReputMessageService:
                     continue
                 step = min(remaining, max(step, backoff))
             with self._cv:
-                self._cv.wait_for(lambda: self.reput_from_offset >= offset or self._stopped, step)
+                # counted before the predicate is read: a round that publishes its position
+                # after that read sees the count and notifies (the step bounds any miss)
+                self._waiters += 1
+                try:
+                    self._cv.wait_for(lambda: self.reput_from_offset >= offset or self._stopped, step)
+                finally:
+                    self._waiters -= 1
         return self.reput_from_offset >= offset
 
     def run_round(self, max_records: int | None = None) -> tuple[int, float]:
@@ -369,8 +378,9 @@ class ReputMessageService:
                     count += len(batch)
                     if self.arrival_listeners:
                         self._notify_arrivals(batch)
-                    with self._cv:
-                        self._cv.notify_all()
+                    if self._waiters:  # Condition.notify_all is interpreted: only when someone waits
+                        with self._cv:
+                            self._cv.notify_all()
                 if isinstance(info, int):
                     break
             view.release()
@@ -393,8 +403,9 @@ class ReputMessageService:
         """Wake long-polling pulls; a listener's failure never stops dispatch."""
         try:
             for r in batch:
-                for cb in self.arrival_listeners:
-                    cb(r[0], r[1], r[6] + 1, r[4], r[5], r[11])
+                for cb, topics in self.arrival_listeners:
+                    if topics is None or r[0] in topics:
+                        cb(r[0], r[1], r[6] + 1, r[4], r[5], r[11])
         except Exception:
             log.exception("arrival listener failed (dispatch goes on; waiting pulls wake on their timeout)")
 

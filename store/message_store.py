@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Container, Iterable
 
 from rmqd.store.checkpoint import StoreCheckpoint
 from rmqd.store.commitlog import (
@@ -356,7 +356,7 @@ class DefaultMessageStore:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         if self.config.brokerRole == SLAVE:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
-        if not self.writeable or not self.clean_service.is_writeable():  # RunningFlags: DISK_FULL et al.
+        if not self.writeable or self.clean_service.disk_full:  # RunningFlags: DISK_FULL et al.
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         if self.is_os_page_cache_busy():
             return PutMessageStatus.OS_PAGECACHE_BUSY
@@ -797,10 +797,11 @@ class DefaultMessageStore:
         return out
 
     # ---- listeners / dispatch ----------------------------------------------------------------
-    def add_arrival_listener(self, cb: ArrivalListener) -> None:
+    def add_arrival_listener(self, cb: ArrivalListener, topics: Container[str] | None = None) -> None:
         """cb(topic, queue_id, max_logic_offset (= queue offset + 1, as RocketMQ), tags_code,
-        store_timestamp, properties) after each dispatch, from the dispatch thread."""
-        self.reput_service.arrival_listeners.append(cb)
+        store_timestamp, properties) after each dispatch, from the dispatch thread; with
+        ``topics`` (a live container, e.g. a waiters table) only for records of those topics."""
+        self.reput_service.arrival_listeners.append((cb, topics))
 
     def wait_dispatched(self, offset: int | None = None, timeout_s: float = 5.0) -> bool:
         """Block until consume queues / index cover the commit log up to ``offset`` (default: all)."""

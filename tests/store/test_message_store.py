@@ -112,6 +112,22 @@ def test_arrival_listener_gets_max_offset(store):
     assert [(t, q, off) for t, q, off, *_ in seen] == [("L", 2, 1), ("L", 2, 2), ("L", 2, 3)]
 
 
+def test_arrival_listener_with_topics_hears_only_those_topics(store):
+    """POP's long polling registers with its waiters table: records of other topics never
+    reach it, and a topic added to the (live) table later is heard from then on."""
+    waiting: dict[str, set] = {"A": set()}
+    seen = []
+    store.add_arrival_listener(lambda topic, qid, off, *_: seen.append((topic, off)), waiting)
+    _put(store, 2, topic="A", qid=0)
+    _put(store, 2, topic="B", qid=0)
+    store.wait_dispatched()
+    assert seen == [("A", 1), ("A", 2)]
+    waiting["B"] = set()
+    _put(store, 1, topic="B", qid=0)
+    store.wait_dispatched()
+    assert seen[-1] == ("B", 3)
+
+
 def test_sync_flush_group_commit_listeners(tmp_path):
     s = DefaultMessageStore(_cfg(tmp_path / "s", flushDiskType="SYNC_FLUSH"))
     s.load(); s.start()
