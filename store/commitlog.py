@@ -86,7 +86,7 @@ _APPEND_OK = AppendMessageStatus.PUT_OK
 _PUT_OK = PutMessageStatus.PUT_OK
 
 
-@dataclass(slots=True)
+@dataclass
 class AppendMessageResult:
     status: AppendMessageStatus
     wroteOffset: int = 0
@@ -110,7 +110,7 @@ class AppendMessageResult:
         return self.status is _APPEND_OK
 
 
-@dataclass(slots=True)
+@dataclass
 class PutMessageResult:
     putMessageStatus: PutMessageStatus
     appendMessageResult: AppendMessageResult | None = None
@@ -126,7 +126,7 @@ class PutMessageResult:
         return 0 if r is None else r.wroteOffset + r.wroteBytes
 
 
-@dataclass(slots=True)
+@dataclass
 class MessageEnvelope:
     """What a single message and a batch share: destination, body, hosts, times."""
 
@@ -143,7 +143,7 @@ class MessageEnvelope:
     reconsume_times: int = 0
 
 
-@dataclass(slots=True)
+@dataclass
 class MessageExtBrokerInner(MessageEnvelope):
     """A message as the send processor hands it to the store (MessageExtBrokerInner).
 
@@ -172,16 +172,13 @@ class MessageExtBrokerInner(MessageEnvelope):
         return self.properties_string
 
 
-_new_object = object.__new__
-
-
 def new_inner_message(topic: str, queue_id: int, body: bytes, properties: dict[str, str], flag: int,
                       sys_flag: int, born_timestamp: int, born_host: bytes, born_port: int, store_host: bytes,
                       store_port: int, reconsume_times: int, properties_string: str | None) -> MessageExtBrokerInner:
     """``MessageExtBrokerInner(...)`` as a send makes one, every field set. Why: a dataclass's
     ``__init__`` is generated Python source, so it runs interpreted even where this module is
     compiled; these stores are compiled (a test holds the two to the same object)."""
-    msg = _new_object(MessageExtBrokerInner)
+    msg = MessageExtBrokerInner.__new__(MessageExtBrokerInner)
     msg.topic = topic
     msg.queue_id = queue_id
     msg.body = body
@@ -205,7 +202,7 @@ def _put_ok(wrote_offset: int, wrote_bytes: int, store_timestamp: int, logics_of
             store_port: int) -> PutMessageResult:
     """``PutMessageResult(PUT_OK, AppendMessageResult(PUT_OK, ...))`` of one appended record,
     built with compiled stores like :func:`new_inner_message`."""
-    res = _new_object(AppendMessageResult)
+    res = AppendMessageResult.__new__(AppendMessageResult)
     res.status = _APPEND_OK
     res.wroteOffset = wrote_offset
     res.wroteBytes = wrote_bytes
@@ -216,13 +213,13 @@ def _put_ok(wrote_offset: int, wrote_bytes: int, store_timestamp: int, logics_of
     res.store_host = store_host
     res.store_port = store_port
     res.phy_offsets = None
-    out = _new_object(PutMessageResult)
+    out = PutMessageResult.__new__(PutMessageResult)
     out.putMessageStatus = _PUT_OK
     out.appendMessageResult = res
     return out
 
 
-@dataclass(slots=True)
+@dataclass
 class MessageExtBatch(MessageEnvelope):
     """SEND_BATCH_MESSAGE: one topic/queue, the client's batch body, batch-level properties
     (appended to every message's own properties, as MessageExtEncoder.encode(batch) does)."""
@@ -242,6 +239,105 @@ def _record_head(buf: ReadableBuffer, pos: int) -> tuple[int, int]:
     if (magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2) or total < 91 or pos + total > len(buf):
         return -1, magic
     return total, magic
+
+
+def _apply_delay(cl: CommitLog, msg: MessageExtBrokerInner) -> None:
+    """CommitLog._apply_delay (a module function: compiled, ``msg`` is typed in commitlog.pxd)."""
+    tran = msg.sys_flag & _TRAN_MASK
+    if tran != MessageSysFlag.TRANSACTION_NOT_TYPE and tran != MessageSysFlag.TRANSACTION_COMMIT_TYPE:
+        return
+    t = msg.properties.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL)
+    if not t:
+        return
+    level = msg.delay_time_level
+    if level <= 0:
+        return
+    if level > cl.max_delay_level:
+        level = cl.max_delay_level
+        msg.properties[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(level)
+    msg.properties[MessageConst.PROPERTY_REAL_TOPIC] = msg.topic
+    msg.properties[MessageConst.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+    msg.properties_string = encode_properties_java(msg.properties)
+    msg.topic = SCHEDULE_TOPIC
+    msg.queue_id = level - 1
+
+
+def _encode(cl: CommitLog, msg: MessageExtBrokerInner) -> bytearray | PutMessageStatus:
+    """CommitLog.encode (a module function: compiled, ``msg`` is typed in commitlog.pxd)."""
+    props_s = msg.properties_string
+    if props_s is None:
+        props_s = msg.properties_string = encode_properties_java(msg.properties)
+    props_b = props_s.encode("utf-8")
+    if len(props_b) > SHORT_MAX:
+        return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+    body = msg.body
+    if len(body) > cl.max_message_size:
+        return PutMessageStatus.MESSAGE_ILLEGAL
+    topic_b = msg.topic.encode("utf-8")
+    magic = MAGIC_CODE_V1 if len(topic_b) <= 127 else MAGIC_CODE_V2
+    born_host = msg.born_host
+    store_host = msg.store_host
+    msg.sys_flag = sys_flag = _with_host_flags(msg.sys_flag, born_host, store_host)
+    st = record_head_struct(sys_flag)
+    tlen_size = 1 if magic == MAGIC_CODE_V1 else 2
+    total = st.size + len(body) + tlen_size + len(topic_b) + 2 + len(props_b)
+    if total > cl.max_message_size + 64 * 1024:
+        return PutMessageStatus.MESSAGE_ILLEGAL
+    head = st.pack(total, magic, crc32_masked(body), msg.queue_id, msg.flag, 0, 0, sys_flag,
+                   msg.born_timestamp, born_host, msg.born_port, 0, store_host, msg.store_port,
+                   msg.reconsume_times, msg.prepared_transaction_offset, len(body))
+    return bytearray(b"").join((head, body, len(topic_b).to_bytes(tlen_size, "big"), topic_b,
+                                len(props_b).to_bytes(2, "big"), props_b))
+
+
+def _put_message(cl: CommitLog, msg: MessageExtBrokerInner) -> PutMessageResult:
+    """CommitLog.put_message (a module function: compiled, ``msg`` is typed in commitlog.pxd)."""
+    _apply_delay(cl, msg)
+    rec = _encode(cl, msg)
+    if isinstance(rec, PutMessageStatus):
+        return PutMessageResult(rec, None)
+    sp = msg.stored_properties
+    known = sp[1] if sp is not None and sp[0] is msg.properties_string else None
+    sys_flag = msg.sys_flag
+    topic = msg.topic
+    queue_id = msg.queue_id
+    tran = sys_flag & _TRAN_MASK
+    key = f"{topic}-{queue_id}"
+    ts_pos = store_timestamp_position(sys_flag)
+    n = len(rec)
+    if n + END_FILE_MIN_BLANK_LENGTH > cl.config.mappedFileSizeCommitLog:
+        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)  # can never fit a file
+    with cl.put_message_lock:
+        now = time.time_ns() // 1_000_000
+        cl.begin_time_in_lock = now
+        mf = cl._file_for(n)
+        if mf is None:
+            cl.begin_time_in_lock = 0
+            return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, None)
+        pos = mf.wrote_position
+        qoff = 0 if tran in _NO_QUEUE_OFFSET else cl.topic_queue_table.get(key, 0)
+        phy = mf.file_from_offset + pos
+        _QQ.pack_into(rec, QUEUE_OFFSET_POSITION, qoff, phy)
+        _Q.pack_into(rec, ts_pos, now)
+        if not CommitLog._write(mf, pos, rec):
+            cl.begin_time_in_lock = 0
+            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, None)
+        if known is not None:  # before the record is published, so the reput finds it
+            appended = cl.appended
+            if len(appended) >= _APPENDED_MAX:
+                appended.clear()  # dispatch is not taking them (stopped or suspended): parsed instead
+            appended[phy] = (topic, queue_id, phy, n, tags_code_of(topic, known, now, cl.delay_level_table),
+                             now, qoff, known.get(_KEYS), known.get(_UNIQ), sys_flag,
+                             msg.prepared_transaction_offset, known)
+        mf.wrote_position = pos + n
+        mf.store_timestamp = now
+        if tran not in _NO_QUEUE_OFFSET:
+            cl.topic_queue_table[key] = qoff + 1
+        cl.begin_time_in_lock = 0
+    msg.store_timestamp = now
+    if cl.on_appended is not None:
+        cl.on_appended(phy + n)
+    return _put_ok(phy, n, now, qoff, msg.store_host, msg.store_port)
 
 
 class CommitLog:
@@ -276,88 +372,14 @@ class CommitLog:
     def _apply_delay(self, msg: MessageExtBrokerInner) -> None:
         """Delayed messages go to SCHEDULE_TOPIC_XXXX queue level-1, the real destination kept
         in REAL_TOPIC / REAL_QID (CommitLog.asyncPutMessage)."""
-        tran = msg.sys_flag & _TRAN_MASK
-        if tran not in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
-            return
-        level = msg.delay_time_level
-        if level <= 0:
-            return
-        if level > self.max_delay_level:
-            level = self.max_delay_level
-            msg.properties[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(level)
-        msg.properties[MessageConst.PROPERTY_REAL_TOPIC] = msg.topic
-        msg.properties[MessageConst.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-        msg.properties_string = encode_properties_java(msg.properties)
-        msg.topic = SCHEDULE_TOPIC
-        msg.queue_id = level - 1
+        _apply_delay(self, msg)
 
     def encode(self, msg: MessageExtBrokerInner) -> bytearray | PutMessageStatus:
         """Record bytes with queue offset / physical offset / store time left 0 (patched in the lock)."""
-        props_b = msg.get_properties_string().encode("utf-8")
-        if len(props_b) > SHORT_MAX:
-            return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
-        body = msg.body
-        if len(body) > self.max_message_size:
-            return PutMessageStatus.MESSAGE_ILLEGAL
-        topic_b = msg.topic.encode("utf-8")
-        magic = MAGIC_CODE_V1 if len(topic_b) <= 127 else MAGIC_CODE_V2
-        msg.sys_flag = sys_flag = _with_host_flags(msg.sys_flag, msg.born_host, msg.store_host)
-        st = record_head_struct(sys_flag)
-        tlen_size = 1 if magic == MAGIC_CODE_V1 else 2
-        total = st.size + len(body) + tlen_size + len(topic_b) + 2 + len(props_b)
-        if total > self.max_message_size + 64 * 1024:
-            return PutMessageStatus.MESSAGE_ILLEGAL
-        head = st.pack(total, magic, crc32_masked(body), msg.queue_id, msg.flag, 0, 0, sys_flag,
-                       msg.born_timestamp, msg.born_host, msg.born_port, 0, msg.store_host, msg.store_port,
-                       msg.reconsume_times, msg.prepared_transaction_offset, len(body))
-        return bytearray(b"").join((head, body, len(topic_b).to_bytes(tlen_size, "big"), topic_b,
-                                    len(props_b).to_bytes(2, "big"), props_b))
+        return _encode(self, msg)
 
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        self._apply_delay(msg)
-        rec = self.encode(msg)
-        if isinstance(rec, PutMessageStatus):
-            return PutMessageResult(rec, None)
-        sp = msg.stored_properties
-        known = sp[1] if sp is not None and sp[0] is msg.properties_string else None
-        tran = msg.sys_flag & _TRAN_MASK
-        key = f"{msg.topic}-{msg.queue_id}"
-        ts_pos = store_timestamp_position(msg.sys_flag)
-        n = len(rec)
-        if n + END_FILE_MIN_BLANK_LENGTH > self.config.mappedFileSizeCommitLog:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)  # can never fit a file
-        with self.put_message_lock:
-            now = time.time_ns() // 1_000_000
-            self.begin_time_in_lock = now
-            mf = self._file_for(n)
-            if mf is None:
-                self.begin_time_in_lock = 0
-                return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, None)
-            pos = mf.wrote_position
-            qoff = 0 if tran in _NO_QUEUE_OFFSET else self.topic_queue_table.get(key, 0)
-            phy = mf.file_from_offset + pos
-            _QQ.pack_into(rec, QUEUE_OFFSET_POSITION, qoff, phy)
-            _Q.pack_into(rec, ts_pos, now)
-            if not self._write(mf, pos, rec):
-                self.begin_time_in_lock = 0
-                return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, None)
-            if known is not None:  # before the record is published, so the reput finds it
-                appended = self.appended
-                if len(appended) >= _APPENDED_MAX:
-                    appended.clear()  # dispatch is not taking them (stopped or suspended): parsed instead
-                topic = msg.topic
-                appended[phy] = (topic, msg.queue_id, phy, n, tags_code_of(topic, known, now, self.delay_level_table),
-                                 now, qoff, known.get(_KEYS), known.get(_UNIQ), msg.sys_flag,
-                                 msg.prepared_transaction_offset, known)
-            mf.wrote_position = pos + n
-            mf.store_timestamp = now
-            if tran not in _NO_QUEUE_OFFSET:
-                self.topic_queue_table[key] = qoff + 1
-            self.begin_time_in_lock = 0
-        msg.store_timestamp = now
-        if self.on_appended is not None:
-            self.on_appended(phy + n)
-        return _put_ok(phy, n, now, qoff, msg.store_host, msg.store_port)
+        return _put_message(self, msg)
 
     def _file_for(self, n: int) -> MappedFile | None:
         """The file the next ``n`` bytes go to (under the put lock): the last one, or - if they
