@@ -7,8 +7,11 @@ input: the 4.9.8 capture's frames, generated headers, records of the fixture com
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -149,6 +152,30 @@ def test_encoded_records_alike(tmp_path: Path) -> None:
             expected = msgs
         else:
             assert msgs == expected
+
+
+@pytest.mark.parametrize("module, cls, args", [
+    ("rmqd.store.commitlog", "MessageExtBrokerInner", ("T", 3, b"body", {"TAGS": "a"})),
+    ("rmqd.store.commitlog", "MessageExtBatch", ("T", 1, b"batch")),
+    ("rmqd.store.commitlog", "PutMessageResult", (None,)),
+    ("rmqd.store.commitlog", "AppendMessageResult", (None,)),
+    ("rmqd.wire.frame", "RemotingCommand", (310,)),
+])
+def test_data_classes_behave_as_the_plain_dataclasses(module: str, cls: str, args: tuple) -> None:
+    """Compiled, these are extension types (commitlog.pxd, frame.pxd): their fields are struct
+    members. As dataclasses they must still act as the plain module's: the same fields and
+    defaults, repr, equality, replace, copies; an attribute that is not a field is refused."""
+    built, pure = _module(module)
+    b, p = getattr(built, cls)(*args), getattr(pure, cls)(*args)
+    assert [f.name for f in dataclasses.fields(b)] == [f.name for f in dataclasses.fields(p)]
+    assert dataclasses.astuple(b) == dataclasses.astuple(p)
+    assert repr(b) == repr(p)
+    assert b == getattr(built, cls)(*args) and b != dataclasses.replace(b, **{dataclasses.fields(b)[0].name: 9})
+    assert dataclasses.astuple(copy.copy(b)) == dataclasses.astuple(b)
+    assert dataclasses.astuple(pickle.loads(pickle.dumps(b))) == dataclasses.astuple(b)
+    if not (built.__file__ or "").endswith(".py"):
+        with pytest.raises(AttributeError):
+            b.not_a_field = 1  # type: ignore[attr-defined]
 
 
 def _finder_tree(tmp_path: Path) -> Path:

@@ -3,6 +3,19 @@
 # nothing was compiled.
 import cython
 
+# An extension type when compiled (a plain dataclass where nothing is): built by Cython's
+# compiled dataclass __init__ on every frame decoded and every answer, its fields struct members.
+cdef class RemotingCommand:
+    cdef public object code
+    cdef public object language
+    cdef public object version
+    cdef public object opaque
+    cdef public object flag
+    cdef public object remark
+    cdef public object ext_fields
+    cdef public object body
+    cdef public object serialize_type
+
 @cython.locals(n=cython.Py_ssize_t, pos=cython.Py_ssize_t, end=cython.Py_ssize_t, kstart=cython.Py_ssize_t,
                klen=cython.Py_ssize_t, kend=cython.Py_ssize_t, vstart=cython.Py_ssize_t, vlen=cython.Py_ssize_t,
                vend=cython.Py_ssize_t, high=cython.Py_ssize_t, remark_len=cython.Py_ssize_t, ext_len=cython.Py_ssize_t, data=bytes)
@@ -34,3 +47,11 @@ cdef _plain_ext_json(object ext)
 
 @cython.locals(kend=cython.Py_ssize_t)
 cdef Py_ssize_t _key_end(bytes data, Py_ssize_t pos, Py_ssize_t n)
+
+# The encoders and the answer's constructor with the command typed: its fields are struct reads.
+cpdef bytes encode_json_header(RemotingCommand cmd)
+@cython.locals(vs=str, vb=bytes, n=cython.Py_ssize_t, lengths=tuple)
+cpdef bytes encode_binary_header(RemotingCommand cmd)
+cpdef bytes encode_frame(RemotingCommand cmd)
+cpdef RemotingCommand make_response(RemotingCommand request, object code, object remark=*, object ext_fields=*,
+                                    object body=*)

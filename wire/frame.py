@@ -85,7 +85,7 @@ _ROCKETMQ = SerializeType.ROCKETMQ
 _LANG_NAMES = [m.name for m in LanguageCode]
 
 
-@dataclass(slots=True, repr=False)
+@dataclass(repr=False)
 class RemotingCommand:
     """One request or response; ``ext_fields`` carries the custom header as strings.
 
@@ -542,6 +542,8 @@ def _int(v: int) -> int:
 
 
 _KEY_PREFIX_CACHE: dict[str, bytes] = {}
+#: the int32 length word of a short value, prepared (an index instead of a pack per value)
+_I32_SMALL: tuple[bytes, ...] = tuple(_I32.pack(i) for i in range(256))
 
 
 def _key_prefix(key: str) -> bytes:
@@ -574,14 +576,17 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
     extend = chunks.extend
     prefixes = _KEY_PREFIX_CACHE
     pack_len = _I32.pack
+    lengths = _I32_SMALL
     for k, v in ext.items():
         if k is None or v is None:
             continue
         kp = prefixes.get(k)
         if kp is None:
             kp = _key_prefix(k)
-        vb = (v if type(v) is str else _java_string(v)).encode("utf-8", "replace")
-        extend((kp, pack_len(len(vb)), vb))
+        vs = v if type(v) is str else _java_string(v)
+        vb = vs.encode("utf-8", "replace")
+        n = len(vb)
+        extend((kp, lengths[n] if n < 256 else pack_len(n), vb))
     fields = b"".join(chunks)
     return b"".join((head, rb, pack_len(len(fields)), fields))
 

@@ -6,6 +6,8 @@ HashMap wrote them.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import random
 from pathlib import Path
@@ -59,7 +61,7 @@ def test_frame_decodes_and_reencodes_byte_for_byte(index: int) -> None:
 @pytest.mark.parametrize("index", range(len(FRAMES)))
 def test_frame_survives_the_binary_serialization(index: int) -> None:
     cmd = decode_frame(bytes.fromhex(FRAMES[index]["rawFrameHex"]))
-    binary = RemotingCommand(**{s: getattr(cmd, s) for s in RemotingCommand.__slots__})
+    binary = RemotingCommand(**{f.name: getattr(cmd, f.name) for f in dataclasses.fields(RemotingCommand)})
     binary.serialize_type = SerializeType.ROCKETMQ
     back = decode_frame(encode_frame(binary))
     assert back.serialize_type == SerializeType.ROCKETMQ
