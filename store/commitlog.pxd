@@ -48,6 +48,7 @@ cdef class MessageExtBatch(MessageEnvelope):
 
 # The append, as module functions with ``msg`` typed: its fields are read as struct members.
 cpdef object _apply_delay(object cl, MessageExtBrokerInner msg)
+@cython.locals(props_s=str, props_b=bytes, topic_s=str, topic_b=bytes, tn=cython.Py_ssize_t, pn=cython.Py_ssize_t)
 cpdef object _encode(object cl, MessageExtBrokerInner msg)
 cpdef object _put_message(object cl, MessageExtBrokerInner msg)
 

@@ -264,16 +264,19 @@ def _apply_delay(cl: CommitLog, msg: MessageExtBrokerInner) -> None:
 
 def _encode(cl: CommitLog, msg: MessageExtBrokerInner) -> bytearray | PutMessageStatus:
     """CommitLog.encode (a module function: compiled, ``msg`` is typed in commitlog.pxd)."""
-    props_s = msg.properties_string
-    if props_s is None:
-        props_s = msg.properties_string = encode_properties_java(msg.properties)
+    props_o = msg.properties_string
+    if props_o is None:
+        props_o = msg.properties_string = encode_properties_java(msg.properties)
+    props_s = props_o if type(props_o) is str else str(props_o)
     props_b = props_s.encode("utf-8")
     if len(props_b) > SHORT_MAX:
         return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
     body = msg.body
     if len(body) > cl.max_message_size:
         return PutMessageStatus.MESSAGE_ILLEGAL
-    topic_b = msg.topic.encode("utf-8")
+    topic_o = msg.topic
+    topic_s = topic_o if type(topic_o) is str else str(topic_o)
+    topic_b = topic_s.encode("utf-8")
     magic = MAGIC_CODE_V1 if len(topic_b) <= 127 else MAGIC_CODE_V2
     born_host = msg.born_host
     store_host = msg.store_host
@@ -286,8 +289,15 @@ def _encode(cl: CommitLog, msg: MessageExtBrokerInner) -> bytearray | PutMessage
     head = st.pack(total, magic, crc32_masked(body), msg.queue_id, msg.flag, 0, 0, sys_flag,
                    msg.born_timestamp, born_host, msg.born_port, 0, store_host, msg.store_port,
                    msg.reconsume_times, msg.prepared_transaction_offset, len(body))
-    return bytearray(b"").join((head, body, len(topic_b).to_bytes(tlen_size, "big"), topic_b,
-                                len(props_b).to_bytes(2, "big"), props_b))
+    tn = len(topic_b)
+    pn = len(props_b)
+    return bytearray(b"").join((head, body, _U8[tn] if tlen_size == 1 else tn.to_bytes(2, "big"), topic_b,
+                                _U16_SMALL[pn] if pn < 256 else pn.to_bytes(2, "big"), props_b))
+
+
+#: the one- and two-byte lengths of a record's topic and short properties, prepared
+_U8: tuple[bytes, ...] = tuple(bytes((i,)) for i in range(256))
+_U16_SMALL: tuple[bytes, ...] = tuple(bytes((0, i)) for i in range(256))
 
 
 def _put_message(cl: CommitLog, msg: MessageExtBrokerInner) -> PutMessageResult:
