@@ -9,5 +9,5 @@ cdef long long _plain_digits(object v, long long limit) except? -2
                jv=cython.longlong, lv=cython.longlong, fields=dict)
 cpdef send_header_from_v2(object ext)
 
-@cython.locals(props=dict, stored=dict, held=cython.Py_ssize_t)
+@cython.locals(props=dict, stored=dict, keys=tuple, layout=tuple)
 cpdef tuple properties_to_store(object client_properties, object cluster)

@@ -207,12 +207,15 @@ class SendMessageProcessor:
 
     def send_message_now(self, ctx: Context, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         """The answer, or an awaitable of it when the send has to wait (SYNC_FLUSH)."""
-        header = self.parse_request_header(request)
+        # parse_request_header written out, and the decoded batch flag (a bool) read as it is
+        header = (SendMessageRequestHeader.from_ext(request.ext_fields) if request.code == _SEND_MESSAGE
+                  else send_header_from_v2(request.ext_fields))
         target = self.pre_send(ctx, request, header)
         if isinstance(target, RemotingCommand):
             return target
         _, queue_id, sys_flag = target
-        if java_parse_boolean(header.batch):
+        batch = header.batch
+        if batch is True or (batch is not False and java_parse_boolean(batch)):
             return self.send_batch_message(ctx, request, header, queue_id, sys_flag)
         return self.send_single_message(ctx, request, header, queue_id, sys_flag)
 
@@ -446,14 +449,28 @@ def properties_to_store(client_properties: str | None, cluster: str) -> tuple[di
     property separator, none is empty), so only the cluster name can break the round trip; the
     map lets dispatch take the record's properties from the append (CommitLog.appended)."""
     props = decode_properties(client_properties)
-    held = len(props)
-    props[PROPERTY_CLUSTER] = cluster
-    held = max(held, len(props))
-    stored = dict(props)
-    stored.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
-    stored = java_hashmap_order(stored, max_size=held)
+    props[PROPERTY_CLUSTER] = cluster  # the Java map held every key at once: its table is sized for all
+    keys = tuple(props)
+    layout = _STORED_LAYOUTS.get(keys)
+    if layout is None:
+        layout = _stored_layout(keys)
+    stored = {k: props[k] for k in layout}
     properties_string = "\x02".join([f"{k}\x01{v}" for k, v in stored.items()])  # encode_properties
     return props, properties_string, stored if cluster and "\x02" not in cluster else None
+
+
+#: the stored key order (HashMap order, WAIT left out) of each client key sequence seen: a
+#: producer sends the same keys in the same order every time, so it is worked out once
+_STORED_LAYOUTS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _stored_layout(keys: tuple[str, ...]) -> tuple[str, ...]:
+    stored = dict.fromkeys([k for k in keys if k != PROPERTY_WAIT_STORE_MSG_OK])
+    layout = tuple(java_hashmap_order(stored, max_size=len(keys)))
+    if len(_STORED_LAYOUTS) >= 1024:
+        _STORED_LAYOUTS.clear()
+    _STORED_LAYOUTS[keys] = layout
+    return layout
 
 
 def put_status_to_response(status: str, max_message_size: int) -> tuple[int, str | None, bool]:

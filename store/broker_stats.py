@@ -142,6 +142,28 @@ class TopicPut:
         return self.size.count
 
 
+def _count_put(stats: "BrokerStatsManager", table: dict[str, TopicPut], topic: str, queue_id: int, msg_num: int,
+               wrote_bytes: int) -> None:
+    """BrokerStatsManager.on_put (a module function: compiled, the records are typed in
+    broker_stats.pxd and their counters are struct fields; this runs once per send)."""
+    rec = table.get(topic)
+    if rec is None:
+        rec = table[topic] = TopicPut(topic)
+    rec.msgs += msg_num
+    rec.bytes += wrote_bytes
+    size = rec.size  # Histogram.record inlined
+    average = wrote_bytes if msg_num == 1 else wrote_bytes // max(msg_num, 1)
+    size.counts[_bisect_left(MESSAGE_SIZE_BUCKETS, average)] += 1
+    size.sum += average
+    if rec.queues is not None and stats.enable_queue_stat:
+        q = rec.queues.get(queue_id)
+        if q is None:
+            q = rec.queues[queue_id] = [0, 0, 0]
+        q[0] += msg_num
+        q[1] += wrote_bytes
+        q[2] += 1
+
+
 class GroupGet:
     """What one group got from one topic (4.9 GROUP_GET_*, SNDBCK_PUT_NUMS; 5.x
     rocketmq_messages_out_total / throughput_out, rocketmq_send_to_dlq_messages_total), and
@@ -245,22 +267,7 @@ class BrokerStatsManager:
     def on_put(self, topic: str, queue_id: int, msg_num: int, wrote_bytes: int) -> None:
         """A send stored ``msg_num`` messages (``wrote_bytes`` record bytes) in ``topic``:
         the topic the store kept them under (SCHEDULE_TOPIC_XXXX for a delayed one)."""
-        rec = self.topic_put.get(topic)
-        if rec is None:
-            rec = self.topic_put[topic] = TopicPut(topic)
-        rec.msgs += msg_num
-        rec.bytes += wrote_bytes
-        size = rec.size  # Histogram.record inlined: this runs once per send
-        average = wrote_bytes if msg_num == 1 else wrote_bytes // max(msg_num, 1)
-        size.counts[_bisect_left(MESSAGE_SIZE_BUCKETS, average)] += 1
-        size.sum += average
-        if rec.queues is not None and self.enable_queue_stat:
-            q = rec.queues.get(queue_id)
-            if q is None:
-                q = rec.queues[queue_id] = [0, 0, 0]
-            q[0] += msg_num
-            q[1] += wrote_bytes
-            q[2] += 1
+        _count_put(self, self.topic_put, topic, queue_id, msg_num, wrote_bytes)
 
     def _group_get(self, group: str, topic: str) -> GroupGet:
         by_topic = self.group_get.get(group)

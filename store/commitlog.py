@@ -329,7 +329,10 @@ def _put_message(cl: CommitLog, msg: MessageExtBrokerInner) -> PutMessageResult:
         phy = mf.file_from_offset + pos
         _QQ.pack_into(rec, QUEUE_OFFSET_POSITION, qoff, phy)
         _Q.pack_into(rec, ts_pos, now)
-        if not CommitLog._write(mf, pos, rec):
+        try:  # CommitLog._write written out (a call less per send)
+            mf.write(pos, rec)
+        except OSError as exc:
+            log.error("commit log %s: write at %d failed: %s", mf.file_name, pos, exc)
             cl.begin_time_in_lock = 0
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, None)
         if known is not None:  # before the record is published, so the reput finds it

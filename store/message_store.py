@@ -18,8 +18,10 @@ from typing import Any, Callable, Container, Iterable
 
 from rmqd.store.checkpoint import StoreCheckpoint
 from rmqd.store.commitlog import (
-    CommitLog, DispatchRequest, MessageExtBatch, MessageExtBrokerInner, PutMessageResult, PutMessageStatus,
+    AppendMessageStatus, CommitLog, DispatchRequest, MessageExtBatch, MessageExtBrokerInner, PutMessageResult,
+    PutMessageStatus,
 )
+from rmqd.store.commitlog import _put_message as _commit_log_put  # CommitLog.put_message's body
 from rmqd.store.config import SLAVE, MessageStoreConfig
 from rmqd.store.consumequeue import CQ_STORE_UNIT_SIZE, SCHEDULE_TOPIC, ConsumeQueue, each_queue, load_consume_queues
 from rmqd.store.dispatch import ArrivalListener, Dispatcher, ReputMessageService
@@ -36,6 +38,8 @@ from rmqd.wire.fastjson import java_double
 from rmqd.wire.names import topic_remark
 
 _PUT_OK = PutMessageStatus.PUT_OK  # a module constant: Enum class attributes cost a metaclass hook
+_APPEND_OK = AppendMessageStatus.PUT_OK
+_monotonic_ns = time.monotonic_ns
 
 log = logging.getLogger("rmqd.store")
 
@@ -229,12 +233,7 @@ class DefaultMessageStore:
         self.reput_service.reput_from_offset = reput_from
         self.flush_service = FlushService(self.commit_log.mapped_file_queue, self.config, self.checkpoint,
                                           self.commit_log.put_message_lock)
-        reput = self.reput_service
-
-        def appended(end: int) -> None:
-            reput.notify_appended(end)
-
-        self.commit_log.on_appended = appended
+        self.commit_log.on_appended = self.reput_service.notify_appended
         self.flush_service.start()
         self.reput_service.start()
         self._stop.clear()
@@ -367,21 +366,22 @@ class DefaultMessageStore:
         return begin > 0 and time.time_ns() // 1_000_000 - begin > self.config.osPageCacheBusyTimeOutMills
 
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        t0 = time.monotonic_ns()
-        res = self._put_message(msg)
-        a = res.appendMessageResult
-        self.stats.on_put(res.is_ok(), 1, a.wroteBytes if a is not None else 0, (time.monotonic_ns() - t0) // 1_000_000)
-        return res
-
-    def _put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        # one method, the commit log's append called as the module function it is, and
+        # PutMessageResult.is_ok written out: each interpreted call left out runs once per send
+        t0 = _monotonic_ns()
         status = self._check_store_status()
         if status is not _PUT_OK:
-            return PutMessageResult(status, None)
-        if msg.topic not in self._valid_topics and not self._topic_valid(msg.topic):
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)
-        if msg.properties_string is not None and len(msg.properties_string) > 0x7FFF:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)
-        return self.commit_log.put_message(msg)
+            res = PutMessageResult(status, None)
+        elif msg.topic not in self._valid_topics and not self._topic_valid(msg.topic):
+            res = PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)
+        elif msg.properties_string is not None and len(msg.properties_string) > 0x7FFF:
+            res = PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)
+        else:
+            res = _commit_log_put(self.commit_log, msg)
+        a = res.appendMessageResult
+        ok = a is not None and a.status is _APPEND_OK and res.putMessageStatus is _PUT_OK
+        self.stats.on_put(ok, 1, a.wroteBytes if a is not None else 0, (_monotonic_ns() - t0) // 1_000_000)
+        return res
 
     def put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
         t0 = time.monotonic_ns()

@@ -10,6 +10,7 @@ from rmqd.processors.send import properties_to_store
 from rmqd.store.commitlog import CommitLog, MessageExtBrokerInner
 from rmqd.store.config import MessageStoreConfig
 from rmqd.store.message_store import DefaultMessageStore
+from rmqd.wire.javamap import java_hashmap_order
 from rmqd.wire.message import decode_properties, encode_properties
 
 # property text as clients could send it: separators, empty names and values included
@@ -34,6 +35,28 @@ def test_stored_map_is_what_the_stored_string_decodes_to(client, cluster):
         assert encode_properties(stored) == stored_string
     else:  # only a cluster name that cannot round-trip withholds the map
         assert not cluster or "\x02" in cluster
+
+
+_NAMES = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "CLUSTER", "DELAY", "a", "b", "Aa", "BB", "x1",
+                          "TRAN_MSG", "PGROUP", "MSG_REGION", "TRACE_ON", "k" * 20, "\u4e2d", "p0", "p1", "p2"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(names=st.lists(st.one_of(_NAMES, st.text("abcXYZ_09", min_size=1, max_size=6)), max_size=30, unique=True),
+       cluster=st.sampled_from(["DefaultCluster", "c", ""]))
+def test_stored_string_is_in_the_order_of_the_java_map(names, cluster):
+    """The stored order kept per key sequence is the HashMap order of the client's map plus
+    CLUSTER (its table sized for every key it held, WAIT included), without WAIT, whatever the
+    keys (colliding hashes "Aa"/"BB", a table that doubled) and on the second call too."""
+    client = encode_properties({n: f"v{i}" for i, n in enumerate(names)})
+    expect_props = decode_properties(client)
+    expect_props["CLUSTER"] = cluster
+    without_wait = {k: v for k, v in expect_props.items() if k != "WAIT"}
+    expect = encode_properties(java_hashmap_order(without_wait, max_size=len(expect_props)))
+    for _ in range(2):
+        props, stored_string, _stored = properties_to_store(client, cluster)
+        assert props == expect_props and list(props) == list(expect_props)
+        assert stored_string == expect
 
 
 def _message(i: int, topic: str, props: dict[str, str], sys_flag: int = 0) -> MessageExtBrokerInner:

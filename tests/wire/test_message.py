@@ -110,6 +110,17 @@ def test_offset_msg_id_round_trip_and_errors():
             parse_offset_msg_id(bad)
 
 
+@given(st.one_of(st.binary(min_size=4, max_size=4), st.binary(min_size=16, max_size=16)),
+       st.integers(-2**31, 2**31 - 1), st.integers(-2**63, 2**63 - 1), st.booleans())
+def test_offset_msg_id_is_the_hex_of_address_port_and_offset(ip, port, offset, mutable):
+    """The per-address prefix kept by create_offset_msg_id changes no id: every id is the upper
+    hex of ip + int32 port + int64 offset, for a bytearray address too."""
+    expect = (ip + struct.pack(">iq", port, offset)).hex().upper()
+    addr = bytearray(ip) if mutable else ip
+    assert create_offset_msg_id(addr, port, offset) == expect
+    assert create_offset_msg_id(addr, port, offset) == expect  # the cached prefix the second time
+
+
 def test_uniq_id_layout():
     g = UniqIdGenerator(ip="192.0.2.2", pid=0x49A4, loader_hash=0x5FFD2B27)
     a, b = g.next_id(), g.next_id()
