@@ -42,16 +42,38 @@ cdef object _small_int(bytes data, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(ch=cython.Py_UCS4, c=cython.long)
 cdef bint _plain_text(str s) except -1
 
-@cython.locals(parts=list)
-cdef _plain_ext_json(object ext)
+@cython.locals(n=cython.Py_ssize_t, sep=str)
+cdef bint _plain_ext_json(object ext, list parts) except -1
 
 @cython.locals(kend=cython.Py_ssize_t)
 cdef Py_ssize_t _key_end(bytes data, Py_ssize_t pos, Py_ssize_t n)
 
+# The stream decoder an extension type: its position a C integer, next_command a C call from
+# its own iterator, the length words read as C bytes.
+cdef class FrameDecoder:
+    cdef public object max_frame_length
+    cdef public object _buf
+    cdef public Py_ssize_t _pos
+
+    @cython.locals(pos=cython.Py_ssize_t, avail=cython.Py_ssize_t, length=cython.Py_ssize_t, end=cython.Py_ssize_t)
+    cpdef next_command(self)
+
+@cython.locals(b=bytes)
+cdef Py_ssize_t _be_u32(object buf, Py_ssize_t pos) except -1
+
+@cython.locals(word=cython.Py_ssize_t, stype=cython.Py_ssize_t, hl=cython.Py_ssize_t, hstart=cython.Py_ssize_t,
+               bstart=cython.Py_ssize_t)
+cpdef RemotingCommand _decode_payload(object buf, Py_ssize_t start, Py_ssize_t end)
+
 # The encoders and the answer's constructor with the command typed: its fields are struct reads.
+@cython.locals(parts=list)
 cpdef bytes encode_json_header(RemotingCommand cmd)
-@cython.locals(vs=str, vb=bytes, n=cython.Py_ssize_t, lengths=tuple)
+@cython.locals(parts=list)
 cpdef bytes encode_binary_header(RemotingCommand cmd)
+@cython.locals(vs=str, vb=bytes, n=cython.Py_ssize_t, lengths=tuple, size=cython.Py_ssize_t, at=cython.Py_ssize_t,
+               prefixes=dict, kp=bytes)
+cdef Py_ssize_t _binary_header_into(RemotingCommand cmd, list out) except -1
+@cython.locals(parts=list, hl=cython.Py_ssize_t)
 cpdef bytes encode_frame(RemotingCommand cmd)
 cpdef RemotingCommand make_response(RemotingCommand request, object code, object remark=*, object ext_fields=*,
                                     object body=*)

@@ -185,7 +185,7 @@ _json_encode_map: Callable[[Any, int], Iterable[str]] = (
     else lambda obj, _indent_level: json.JSONEncoder(
         ensure_ascii=False, separators=(",", ":"), check_circular=False).iterencode(obj)
 )
-_HEADER_TAIL = '"serializeTypeCurrentRPC":"JSON","version":%d}'
+_HEADER_TAIL = '"serializeTypeCurrentRPC":"JSON","version":'
 
 
 def _plain_text(s: str) -> bool:
@@ -197,44 +197,55 @@ def _plain_text(s: str) -> bool:
     return True
 
 
-def _plain_ext_json(ext: dict[str, str]) -> str | None:
-    """extFields as json writes them when every key and value is plain text (``_plain_text``:
-    ids, numbers, names, as in nearly every answer), joined directly; None otherwise. Compiled
-    only (frame.pxd: a C loop per string); the C encoder it spares walks and joins far more."""
+def _plain_ext_json(ext: dict[str, str], parts: list[str]) -> bool:
+    """extFields as json writes them, appended to ``parts``, when every key and value is plain
+    text (``_plain_text``: ids, numbers, names, as in nearly every answer); False, with nothing
+    appended, otherwise. Compiled only (frame.pxd: a C loop per string); the C encoder it spares
+    walks and joins far more, and the pieces go into the header's one join."""
     if type(ext) is not dict:
-        return None
-    parts = []
+        return False
+    n = len(parts)
+    sep = '{"'
     for k, v in ext.items():
         if type(k) is not str or type(v) is not str or not _plain_text(k) or not _plain_text(v):
-            return None
-        parts.append(f'"{k}":"{v}"')
-    return "{" + ",".join(parts) + "}"
+            del parts[n:]
+            return False
+        parts.append(sep)
+        parts.append(k)
+        parts.append('":"')
+        parts.append(v)
+        sep = '","'
+    parts.append('"}' if len(parts) > n else "{}")
+    return True
 
 
 def encode_json_header(cmd: RemotingCommand) -> bytes:
-    """The JSON header as fastjson writes a RemotingCommand bean: alphabetical, nulls omitted."""
+    """The JSON header as fastjson writes a RemotingCommand bean: alphabetical, nulls omitted.
+    Numbers go in as ``str(int(x))`` pieces of the one join (what ``%d`` writes, without
+    parsing a format on every answer)."""
     ext = cmd.ext_fields
     parts = ['{"code":', str(int(cmd.code))]
     plain = cmd.remark is None  # then nothing in the header needs an escape or a fix-up
     if ext is not None:
-        ext_json = _plain_ext_json(ext) if COMPILED else None
-        if ext_json is None:
+        parts.append(',"extFields":')
+        if not (COMPILED and _plain_ext_json(ext, parts)):
             plain = False
             for v in ext.values():
                 if type(v) is not str:
                     ext = {k: _java_string(v) for k, v in ext.items() if v is not None}
                     break
-            ext_json = "".join(_json_encode_map(ext, 0))
-        parts.append(',"extFields":')
-        parts.append(ext_json)
+            parts.append("".join(_json_encode_map(ext, 0)))
     language = cmd.language
-    parts.append(',"flag":%d,"language":"%s","opaque":%d,' % (
-        cmd.flag, _LANG_NAMES[language] if 0 <= language < len(_LANG_NAMES) else "OTHER", cmd.opaque))
+    parts += [',"flag":', str(int(cmd.flag)), ',"language":"',
+              _LANG_NAMES[language] if 0 <= language < len(_LANG_NAMES) else "OTHER",
+              '","opaque":', str(int(cmd.opaque)), ","]
     if cmd.remark is not None:
         parts.append('"remark":')
         parts.append(encode_basestring(cmd.remark))
         parts.append(",")
-    parts.append(_HEADER_TAIL % cmd.version)
+    parts.append(_HEADER_TAIL)
+    parts.append(str(int(cmd.version)))
+    parts.append("}")
     if plain:
         return "".join(parts).encode("utf-8")
     return fastjson.escape_fixup("".join(parts)).encode("utf-8", "replace")
@@ -559,6 +570,14 @@ def _key_prefix(key: str) -> bytes:
 
 def encode_binary_header(cmd: RemotingCommand) -> bytes:
     """``RocketMQSerializable.rocketMQProtocolEncode``: code/version as (wrapping) shorts."""
+    parts: list[bytes | bytearray | memoryview] = []
+    _binary_header_into(cmd, parts)
+    return b"".join(parts)
+
+
+def _binary_header_into(cmd: RemotingCommand, out: list[bytes | bytearray | memoryview]) -> int:
+    """The ROCKETMQ header's pieces appended to ``out`` (so a frame is joined once, its length
+    word included); their total length."""
     remark = cmd.remark
     rb = remark.encode("utf-8", "replace") if remark else b""
     language = cmd.language
@@ -568,12 +587,15 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
         code, version = _short(code), _short(version)
     if not (-0x80000000 <= opaque < 0x80000000 and -0x80000000 <= flag < 0x80000000):
         opaque, flag = _int(opaque), _int(flag)
-    head = _BIN_FIXED.pack(code, language if -128 <= language < 128 else 0, version, opaque, flag, len(rb))
+    out.append(_BIN_FIXED.pack(code, language if -128 <= language < 128 else 0, version, opaque, flag, len(rb)))
+    out.append(rb)
     ext = cmd.ext_fields
     if not ext:
-        return head + rb + b"\x00\x00\x00\x00"
-    chunks: list[bytes] = []
-    extend = chunks.extend
+        out.append(b"\x00\x00\x00\x00")
+        return _BIN_EMPTY_LEN + len(rb)
+    at = len(out)
+    out.append(b"")  # the extFields length, once known
+    size = 0
     prefixes = _KEY_PREFIX_CACHE
     pack_len = _I32.pack
     lengths = _I32_SMALL
@@ -586,9 +608,12 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
         vs = v if type(v) is str else _java_string(v)
         vb = vs.encode("utf-8", "replace")
         n = len(vb)
-        extend((kp, lengths[n] if n < 256 else pack_len(n), vb))
-    fields = b"".join(chunks)
-    return b"".join((head, rb, pack_len(len(fields)), fields))
+        out.append(kp)
+        out.append(lengths[n] if n < 256 else pack_len(n))
+        out.append(vb)
+        size += len(kp) + 4 + n
+    out[at] = pack_len(size)
+    return _BIN_EMPTY_LEN + len(rb) + size
 
 
 def decode_binary_header(header: bytes | memoryview) -> RemotingCommand:
@@ -696,9 +721,19 @@ def encode_frame_parts(
 def encode_frame(cmd: RemotingCommand) -> bytes:
     """The complete frame, length word included."""
     stype = cmd.serialize_type  # encode_header inlined: every answer passes here
-    if stype == _ROCKETMQ:
-        header = encode_binary_header(cmd)
-    elif stype == _JSON:
+    if stype == _ROCKETMQ:  # one join for the whole frame
+        parts: list[bytes | bytearray | memoryview] = [b""]
+        hl = _binary_header_into(cmd, parts)
+        if hl > 0xFFFFFF:
+            raise FrameError(f"header of {hl} bytes does not fit the 24-bit header length")
+        body = cmd.body
+        if body:
+            parts.append(body)
+            parts[0] = _PREFIX.pack(4 + hl + len(body), (stype << 24) | hl)
+        else:
+            parts[0] = _PREFIX.pack(4 + hl, (stype << 24) | hl)
+        return b"".join(parts)
+    if stype == _JSON:
         header = encode_json_header(cmd)
     else:
         raise FrameError(f"unknown serialize type {stype}")
@@ -711,6 +746,15 @@ def encode_frame(cmd: RemotingCommand) -> bytes:
     return _PREFIX.pack(4 + hl, (cmd.serialize_type << 24) | hl) + header
 
 
+def _be_u32(buf: bytes | bytearray | memoryview, pos: int) -> int:
+    """The big-endian unsigned 32-bit word at ``buf[pos]`` (in range: the callers checked);
+    four C byte reads where compiled and ``buf`` is bytes (a received chunk), else struct."""
+    if type(buf) is bytes:
+        b = buf
+        return (b[pos] << 24) | (b[pos + 1] << 16) | (b[pos + 2] << 8) | b[pos + 3]
+    return _U32.unpack_from(buf, pos)[0]
+
+
 def _decode_payload(buf: bytes | bytearray | memoryview, start: int, end: int) -> RemotingCommand:
     """Decode ``buf[start:end]``, the bytes after a frame's length word.
 
@@ -719,7 +763,7 @@ def _decode_payload(buf: bytes | bytearray | memoryview, start: int, end: int) -
     """
     if end - start < 4:
         raise FrameError(f"frame of {end - start} bytes after the length word is shorter than the 4-byte header length word")
-    (word,) = _U32.unpack_from(buf, start)
+    word = _be_u32(buf, start)
     stype = word >> 24
     hl = word & 0xFFFFFF
     hstart = start + 4
@@ -810,9 +854,9 @@ class FrameDecoder:
         avail = len(buf) - pos
         if avail < 4:
             return None
-        (length,) = _I32.unpack_from(buf, pos)
-        if length < 0:
-            raise FrameError(f"negative frame length {length} at stream offset {pos}")
+        length = _be_u32(buf, pos)
+        if length > 0x7FFFFFFF:
+            raise FrameError(f"negative frame length {length - 0x100000000} at stream offset {pos}")
         if length + 4 > self.max_frame_length:
             raise FrameTooLargeError(length + 4, self.max_frame_length)
         if avail < 4 + length:
