@@ -192,13 +192,6 @@ class SendMessageProcessor:
         self._hosts: dict[str, tuple[str, int]] = {}
         self._born: dict[str, tuple[bytes, int]] = {}
 
-    # -- request parsing -------------------------------------------------------------------
-    @staticmethod
-    def parse_request_header(request: RemotingCommand) -> Any:
-        if request.code == _SEND_MESSAGE:
-            return SendMessageRequestHeader.from_ext(request.ext_fields)
-        return send_header_from_v2(request.ext_fields)
-
     async def send_message(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         result = self.send_message_now(ctx, request)
         if isinstance(result, RemotingCommand):
@@ -207,7 +200,8 @@ class SendMessageProcessor:
 
     def send_message_now(self, ctx: Context, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         """The answer, or an awaitable of it when the send has to wait (SYNC_FLUSH)."""
-        # parse_request_header written out, and the decoded batch flag (a bool) read as it is
+        # SEND_MESSAGE's header as V1 declares it, V2's and a batch's as V2 does; the decoded
+        # batch flag (a bool) read as it is
         header = (SendMessageRequestHeader.from_ext(request.ext_fields) if request.code == _SEND_MESSAGE
                   else send_header_from_v2(request.ext_fields))
         target = self.pre_send(ctx, request, header)
