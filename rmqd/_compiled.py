@@ -35,6 +35,9 @@ MODULES: tuple[str, ...] = (
     "rmqd.broker.dispatch_loop",
     "rmqd.processors.send",
     "rmqd.processors.pull",
+    # the gRPC listener's header blocks: every request's decoded, every answer's validated
+    "rmqd.wire.hpack",
+    "rmqd.wire.h2_headers",
     # called on every send, small, no C types: compiled only to leave the interpreter
     "rmqd.store.schedule",
     "rmqd.store.stats",

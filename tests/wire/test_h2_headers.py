@@ -7,7 +7,7 @@ import h2.utilities
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rmqd.wire.h2_headers import request_header_problem
+from rmqd.wire.h2_headers import read_request_headers, request_header_problem
 
 JAVA_CLIENT = [
     (b":method", b"POST"), (b":scheme", b"http"), (b":path", b"/apache.rocketmq.v2.MessagingService/SendMessage"),
@@ -101,3 +101,16 @@ def test_same_verdict_as_h2(headers: list[tuple[bytes, bytes]], trailer: bool, a
         headers = JAVA_CLIENT + headers
     ours, theirs = request_header_problem(headers, trailer=trailer), h2_verdict(headers, trailer=trailer)
     assert (ours is None) == (theirs is None), (headers, ours, theirs)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.tuples(_names, _values), max_size=8))
+def test_request_metadata_and_the_same_verdict_twice(headers: list[tuple[bytes, bytes]]) -> None:
+    """read_request_headers: the text of every field (the last of a repeated name) and
+    request_header_problem's verdict, the same on a second look (the fields then remembered)."""
+    block = JAVA_CLIENT + headers
+    first = request_header_problem(block)
+    metadata, problem = read_request_headers(block)
+    assert problem == first == request_header_problem(block) == read_request_headers(block)[1]
+    if problem is None:
+        assert metadata == {name.decode("latin-1"): value.decode("latin-1") for name, value in block}
