@@ -220,7 +220,14 @@ class AckMsg:
         return obj
 
     def encode(self) -> bytes:
-        return fastjson.dumps(self.to_json_obj()).encode("utf-8")
+        """fastjson's text of ``to_json_obj``; a single ack (one per acknowledged message) by
+        one format instead of the generic writer (the tests hold both to the same bytes)."""
+        if type(self) is not AckMsg:
+            return fastjson.dumps(self.to_json_obj()).encode("utf-8")
+        quote = fastjson.quote
+        bn = "" if self.broker_name is None else f'"bn":{quote(self.broker_name)},'
+        return (f'{{"ao":{int(self.ack_offset)},{bn}"c":{quote(self.consumer_group)},"pt":{int(self.pop_time)},'
+                f'"q":{int(self.queue_id)},"so":{int(self.start_offset)},"t":{quote(self.topic)}}}').encode("utf-8")
 
     def unique_id(self) -> str:
         """PopMessageProcessor.genAckUniqueId."""

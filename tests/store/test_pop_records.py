@@ -112,6 +112,7 @@ def test_checkpoint_round_trip(ck: PopCheckPoint) -> None:
 def test_ack_round_trip(ao: int, so: int, g: str, t: str, q: int, pt: int, bn: str | None, aol: list[int]) -> None:
     a = AckMsg(ao, so, g, t, q, pt, bn)
     assert decode_revive_body("ack", a.encode()) == a
+    assert a.encode() == fastjson.dumps(a.to_json_obj()).encode("utf-8")  # the one format, the generic writer's bytes
     b = BatchAckMsg(ao, so, g, t, q, pt, bn, ack_offset_list=aol)
     assert decode_revive_body("bAck", b.encode()) == b
 
