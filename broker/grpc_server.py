@@ -37,7 +37,7 @@ import h2.exceptions
 import h2.settings
 import trio
 
-from rmqd.broker.server import format_addr, open_tcp_endpoints, raw_socket, receive_from
+from rmqd.broker.server import EAGER_READS, format_addr, open_tcp_endpoints, raw_socket, receive_from, receive_now
 from rmqd.broker.tls import TlsAcceptor
 from rmqd.wire.h2_headers import read_request_headers, request_header_problem
 from rmqd.wire.hpack import HpackDecoder, StaticHpackEncoder
@@ -395,11 +395,18 @@ class GrpcConnection:
     async def _read_loop(self, handlers_nursery: trio.Nursery) -> None:
         sock = self._sock
         data: bytes | bytearray | None
+        eager = 0  # reads left before the next scheduling point (server.EAGER_READS)
         while not self.closed:
             try:
-                data = await receive_from(sock, self.stream, RECEIVE_CHUNK)
+                data = None
+                if eager and sock is not None:
+                    eager -= 1
+                    data = receive_now(sock, RECEIVE_CHUNK)
                 if data is None:
-                    continue
+                    data = await receive_from(sock, self.stream, RECEIVE_CHUNK)
+                    if data is None:
+                        continue
+                    eager = EAGER_READS
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError) as exc:
                 self._mark_closed(f"read failed: {exc}")
                 return

@@ -292,3 +292,34 @@ def test_malformed_request_headers_end_the_connection() -> None:
     goaway, answer = _with_inline(client)
     assert goaway == h2.errors.ErrorCodes.PROTOCOL_ERROR
     assert answer == b"ko|_serve_connection"
+
+
+def test_buffered_input_is_read_on_without_waiting_up_to_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a read that waited, the connection takes what is already buffered straight away
+    (server.receive_now), at most EAGER_READS times before it waits through the scheduler again;
+    the calls are answered as before."""
+    import rmqd.broker.grpc_server as grpc_module
+    import rmqd.broker.server as server_module
+
+    from test_server_inline import count_reads
+
+    reads: list[str] = []
+    count_reads(monkeypatch, reads, grpc_module)
+    monkeypatch.setattr(grpc_module, "RECEIVE_CHUNK", 512)
+
+    def blocking(port: int) -> tuple[list[bytes], bytes]:
+        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        call = ch.unary_unary("/t.S/Echo")
+        many = [call(str(i).encode(), timeout=10) for i in range(20)]
+        big = call(b"z" * (256 * 1024), timeout=20)  # hundreds of reads, most of them buffered already
+        ch.close()
+        return many, big
+
+    async def client(server: GrpcServer, port: int) -> tuple[list[bytes], bytes]:
+        return await trio.to_thread.run_sync(blocking, port)
+
+    many, big = _with_inline(client)
+    assert many == [str(i).encode()[::-1] + b"|_serve_connection" for i in range(20)]
+    assert big == b"z" * (256 * 1024)
+    runs = [len(r) for r in "".join(reads).split("W")]
+    assert "E" in reads and max(runs) <= server_module.EAGER_READS, "".join(reads)

@@ -250,3 +250,46 @@ def test_a_failing_inline_handler_lowers_the_flag():
         assert (await c.recv()).code == ResponseCode.SYSTEM_ERROR
         assert not fx.server.in_inline_call
     run(t)
+
+
+def count_reads(monkeypatch, reads: list[str], module=server_module) -> None:
+    """Record each read of ``module``'s read loop that returned data: 'W' after a wait through
+    the scheduler, 'E' taken straight after a chunk (receive_now). The gRPC listener's tests
+    use it too."""
+    waited, now = module.receive_from, module.receive_now
+
+    async def counted_wait(sock, stream, size):
+        data = await waited(sock, stream, size)
+        if data:
+            reads.append("W")
+        return data
+
+    def counted_now(sock, size):
+        data = now(sock, size)
+        if data:
+            reads.append("E")
+        return data
+
+    monkeypatch.setattr(module, "receive_from", counted_wait)
+    monkeypatch.setattr(module, "receive_now", counted_now)
+
+
+def test_buffered_requests_are_read_on_without_waiting_up_to_the_bound(monkeypatch, io_path):
+    reads: list[str] = []
+    count_reads(monkeypatch, reads)
+    monkeypatch.setattr(server_module, "RECEIVE_CHUNK", 40)  # many reads for the frames below
+
+    async def t2(fx, port):  # the frames in one write; the answers read after all were sent
+        c = await RawConn.open(port)
+        await c.send(*(make_request(FAST, {"x": f"{i:04d}"}, opaque=i) for i in range(200)))
+        got = [(await c.recv()) for _ in range(200)]
+        assert [r.ext("echo") for r in got] == [f"{i:04d}" for i in range(200)]
+    run(t2)
+    assert reads, "nothing was read"
+    runs = [len(r) for r in "".join(reads).split("W")]
+    if io_path == "stream":  # the portable path always reads through the stream
+        assert set(reads) == {"W"}
+    else:
+        assert "E" in reads and max(runs) <= server_module.EAGER_READS
+        assert reads.count("W") >= len(reads) // (server_module.EAGER_READS + 1)
+
