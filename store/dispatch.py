@@ -252,8 +252,12 @@ class ReputMessageService:
 
     def suspend(self) -> None:
         """Stop dispatching until resume() (bulk loads, benchmarks); appends continue and are
-        dispatched afterwards - consume queues and index simply lag behind the commit log."""
+        dispatched afterwards - consume queues and index simply lag behind the commit log.
+        Returns once a round already running has ended: nothing appended after the call is
+        dispatched before resume(), whoever drives the rounds."""
         self._suspended = True
+        with self._reput_lock:  # a round that read the flag before it was raised ends first
+            pass
 
     def resume(self) -> None:
         self._suspended = False
@@ -287,7 +291,7 @@ class ReputMessageService:
             if not self._suspended and self._reput_lock.acquire(timeout=step):
                 before = self.reput_from_offset
                 try:
-                    _, backoff = self._round(None)
+                    _, backoff = (0, 0.0) if self._suspended else self._round(None)
                 finally:
                     self._reput_lock.release()
                 if self.reput_from_offset != before:
@@ -309,6 +313,8 @@ class ReputMessageService:
         error waits 1 s and retries the same record forever; any other failure waits 0.1 s, and
         the same offset failing SAME_OFFSET_FAILURES_BEFORE_SKIP rounds in a row is skipped."""
         with self._reput_lock:
+            if self._suspended:  # raised after the caller looked: suspend() waits for no one here
+                return 0, 0.0
             return self._round(max_records)
 
     def _round(self, max_records: int | None) -> tuple[int, float]:

@@ -124,6 +124,48 @@ def test_waiters_dispatch_themselves_unless_suspended(tmp_path: Path) -> None:
         s.shutdown()
 
 
+def test_suspend_waits_for_a_running_round_and_no_round_dispatches_after_it(tmp_path: Path) -> None:
+    """suspend() is a barrier: a round that looked at the flag before it was raised ends
+    before suspend() returns, and no round started later (the owner's, a helping waiter's)
+    dispatches what is appended while suspended. Without the barrier a record appended right
+    after suspend() could still be dispatched by the round in flight."""
+    s = _driven(tmp_path / "s", [])
+    reput = s.reput_service
+    inside, release = threading.Event(), threading.Event()
+    real = s.dispatcher.dispatch_batch
+
+    def slow(batch):
+        inside.set()
+        assert release.wait(5)
+        return real(batch)
+
+    s.dispatcher.dispatch_batch = slow  # type: ignore[method-assign]
+    try:
+        _put(s)
+        owner = threading.Thread(target=reput.run_round)
+        owner.start()
+        assert inside.wait(5)  # the owner's round is dispatching
+        done = threading.Event()
+        suspender = threading.Thread(target=lambda: (reput.suspend(), done.set()))
+        suspender.start()
+        assert not done.wait(0.2)  # suspend() waits for the round in flight
+        release.set()
+        assert done.wait(5)
+        owner.join(5)
+        suspender.join(5)
+        assert s.get_max_offset_in_queue("T", 0) == 1
+        _put(s)
+        assert reput.run_round() == (0, 0.0)  # the owner's next round: suspended
+        assert s.wait_dispatched(timeout_s=0.2) is False  # nor does a waiter dispatch it
+        assert s.get_max_offset_in_queue("T", 0) == 1
+        reput.resume()
+        assert reput.run_round() == (1, 0.0)
+        assert s.get_max_offset_in_queue("T", 0) == 2
+    finally:
+        release.set()
+        s.shutdown()
+
+
 def test_delete_topic_under_the_put_lock_needs_no_owner_round(tmp_path: Path) -> None:
     """The broker's loop may itself be blocked on the put lock that delete_topics holds while it
     waits for dispatch: the deleting thread dispatches the earlier sends itself."""
