@@ -39,6 +39,7 @@ import trio
 
 from rmqd.broker.server import EAGER_READS, format_addr, open_tcp_endpoints, raw_socket, receive_from, receive_now
 from rmqd.broker.tls import TlsAcceptor
+from rmqd.wire.h2_fast import FastInbound, UnaryRequest
 from rmqd.wire.h2_headers import read_request_headers, request_header_problem
 from rmqd.wire.hpack import HpackDecoder, StaticHpackEncoder
 from rmqd.wire.grpc import (
@@ -272,13 +273,18 @@ class GrpcConnection:
         decoder.max_allowed_table_size = self.h2.decoder.max_allowed_table_size
         self.h2.decoder = decoder  # type: ignore[assignment]
         self.h2.encoder = StaticHpackEncoder()  # type: ignore[assignment]
+        #: the inbound bytes' first reader: whole unary calls of the inline methods and PINGs are
+        #: answered past h2's per-frame work (wire/h2_fast.py), everything else goes on to h2
+        self._fast = FastInbound(self.h2, server.fast_paths, server.max_message_size, MAX_CONCURRENT_STREAMS,
+                                 window_ack=INITIAL_WINDOW_SIZE)
         self.calls: dict[int, GrpcCall] = {}
         self._send_lock = trio.Lock()
         self.closed = False
         self.last_activity = trio.current_time()
         self._conn_window = trio.Event()
         #: calls of inline methods started by this read, answered once its events are handled
-        self._pending_inline: list[tuple[GrpcCall, Handler, InlineHandler]] = []
+        #: (with the request when wire/h2_fast.py took it whole: h2 has no stream for it)
+        self._pending_inline: list[tuple[GrpcCall, Handler, InlineHandler, UnaryRequest | None]] = []
         #: why the last read's header block was malformed (the connection ends, as h2 would end it)
         self._malformed: str | None = None
 
@@ -309,10 +315,10 @@ class GrpcConnection:
         else:
             lock.acquire_nowait()
         try:
-            data = self.h2.data_to_send()
+            data = self._fast.take_output()
             if not data or self.closed:
                 return
-            rest: bytes | memoryview = data
+            rest: bytes | bytearray | memoryview = data
             if self._sock is not None:
                 try:
                     sent = self._sock.send(data)
@@ -415,7 +421,7 @@ class GrpcConnection:
                 return
             self.last_activity = trio.current_time()
             try:
-                events = self.h2.receive_data(data)
+                events = self._fast.receive(data)
             except h2.exceptions.ProtocolError as exc:
                 await self._protocol_error(str(exc), getattr(exc, "error_code", None))
                 return
@@ -427,7 +433,10 @@ class GrpcConnection:
                 self._mark_closed(f"undecodable input: {exc}")
                 return
             for event in events:
-                self._handle(event, handlers_nursery)
+                if type(event) is UnaryRequest:
+                    self._start_call(event.stream_id, event.headers, True, handlers_nursery, event)
+                else:
+                    self._handle(event, handlers_nursery)
                 if self._malformed is not None:
                     await self._protocol_error(self._malformed, None)
                     return
@@ -463,7 +472,7 @@ class GrpcConnection:
 
     def _handle(self, event: h2.events.Event, nursery: trio.Nursery) -> None:
         if isinstance(event, h2.events.RequestReceived):
-            self._start_call(event, nursery)
+            self._start_call(event.stream_id, event.headers, event.stream_ended is not None, nursery)
         elif isinstance(event, h2.events.DataReceived):
             call = self.calls.get(event.stream_id)
             if call is None:
@@ -498,29 +507,30 @@ class GrpcConnection:
         elif isinstance(event, h2.events.ConnectionTerminated):
             self._mark_closed(f"GOAWAY from the peer (error code {event.error_code})")
 
-    def _refuse(self, stream_id: int, status: GrpcStatus, text: str) -> None:
+    def _refuse(self, stream_id: int, headers: list[tuple[bytes, bytes]], taken: bool) -> None:
+        """A status-only answer ending the stream (through h2 unless wire/h2_fast.py took the call)."""
+        if taken:
+            self._fast.finish(stream_id, headers)
+            return
         try:
-            self.h2.send_headers(stream_id, trailers_only(status, text[:_MAX_STATUS_TEXT]), end_stream=True)
+            self.h2.send_headers(stream_id, headers, end_stream=True)
         except h2.exceptions.H2Error:
             pass
 
-    def _start_call(self, event: h2.events.RequestReceived, nursery: trio.Nursery) -> None:
-        sid = event.stream_id
+    def _start_call(self, sid: int, raw_headers: list[tuple[bytes, bytes]], stream_ended: bool, nursery: trio.Nursery,
+                    taken: UnaryRequest | None = None) -> None:
+        """A new stream's call: refused, or queued for the read loop's answers (an inline method),
+        or started as a task. ``taken``: the whole request as wire/h2_fast.py took it past h2."""
         # names are lower case here (a block with any other is malformed)
-        headers, self._malformed = read_request_headers(event.headers)
+        headers, self._malformed = read_request_headers(raw_headers)
         if self._malformed is not None:
             return
+        fast = taken is not None
         if headers.get(":method") != "POST":
-            try:
-                self.h2.send_headers(sid, [(b":status", b"405")], end_stream=True)
-            except h2.exceptions.H2Error:
-                pass
+            self._refuse(sid, [(b":status", b"405")], fast)
             return
         if not is_grpc_content_type(headers.get("content-type")):
-            try:
-                self.h2.send_headers(sid, [(b":status", b"415"), (b"content-type", b"text/plain")], end_stream=True)
-            except h2.exceptions.H2Error:
-                pass
+            self._refuse(sid, [(b":status", b"415"), (b"content-type", b"text/plain")], fast)
             return
         try:
             service, method = parse_path(headers.get(":path", ""))
@@ -528,24 +538,36 @@ class GrpcConnection:
             if "grpc-timeout" in headers:
                 deadline = trio.current_time() + parse_timeout(headers["grpc-timeout"])
         except GrpcWireError as exc:
-            self._refuse(sid, exc.status, str(exc))
+            self._refuse(sid, trailers_only(exc.status, str(exc)[:_MAX_STATUS_TEXT]), fast)
             return
         handler = self.server.handlers.get((service, method))
         if handler is None:
-            self._refuse(sid, GrpcStatus.UNIMPLEMENTED, f"Method not found: {service}/{method}")
+            text = f"Method not found: {service}/{method}"[:_MAX_STATUS_TEXT]
+            self._refuse(sid, trailers_only(GrpcStatus.UNIMPLEMENTED, text), fast)
             return
         encoding = headers.get("grpc-encoding")
         if encoding and encoding.strip().lower() not in ("identity", "gzip", "deflate"):
-            self._refuse(sid, GrpcStatus.UNIMPLEMENTED, f"Unsupported grpc-encoding {encoding[:40]}")
+            self._refuse(sid, trailers_only(GrpcStatus.UNIMPLEMENTED, f"Unsupported grpc-encoding {encoding[:40]}"), fast)
             return
         decoder = MessageDecoder(self.server.max_message_size, encoding)
         call = GrpcCall(self, sid, service, method, headers, decoder, deadline)
-        self.calls[sid] = call
-        if event.stream_ended is not None:
-            call._on_end()
         inline = self.server.inline_handlers.get((service, method))
+        if taken is not None:
+            if inline is not None:
+                call._input_ended = True
+                self._pending_inline.append((call, handler, inline, taken))
+                return
+            # taken for a path that names no inline method (fast_paths is built from them): h2
+            # opens the stream, the call gets its request as a task's call does
+            if not self._fast.adopt(taken):
+                return
+            call._inbound.append(_Inbound(taken.message, 0))
+            call._queued = len(taken.message)
+        self.calls[sid] = call
+        if stream_ended:
+            call._on_end()
         if inline is not None:
-            self._pending_inline.append((call, handler, inline))
+            self._pending_inline.append((call, handler, inline, None))
             return
         nursery.start_soon(self._run_call, call, handler)
 
@@ -555,7 +577,10 @@ class GrpcConnection:
         (a request still arriving, a reset, a bad frame) and any answer that has to wait runs
         as a task, as every other call does."""
         pending, self._pending_inline = self._pending_inline, []
-        for call, handler, inline in pending:
+        for call, handler, inline, taken in pending:
+            if taken is not None:
+                self._answer_taken(call, inline, taken, nursery)
+                continue
             if (call.cancelled or call.finished or call._input_error is not None
                     or not call._input_ended or len(call._inbound) != 1):
                 nursery.start_soon(self._run_call, call, handler)
@@ -578,6 +603,31 @@ class GrpcConnection:
             if self.calls.get(call.stream_id) is call:
                 del self.calls[call.stream_id]
             call.finished = True
+
+    def _answer_taken(self, call: GrpcCall, inline: InlineHandler, taken: UnaryRequest, nursery: trio.Nursery) -> None:
+        """An inline call wire/h2_fast.py took whole: answered straight into the write after this
+        read; an answer that has to wait or does not fit the windows now makes h2 adopt the
+        stream, and a task sends it as any other call's."""
+        if self.closed:
+            return
+        sid = call.stream_id
+        try:
+            answer = inline(call, taken.message)
+            if isinstance(answer, bytes) and self._fast.answer(taken, _OK_HEADERS, encode_message(answer), _OK_TRAILERS):
+                return
+        except CallCancelled:
+            return
+        except GrpcWireError as exc:
+            self._fast.finish(sid, trailers_only(exc.status, str(exc)[:_MAX_STATUS_TEXT] or None))
+            return
+        except Exception as exc:  # noqa: BLE001 - the handler's bug is ours: log it, answer INTERNAL
+            log.error("grpc %s/%s from %s failed", call.service, call.method, call.remote_addr, exc_info=exc)
+            self._fast.finish(sid, trailers_only(GrpcStatus.INTERNAL, f"internal error: {type(exc).__name__}"))
+            return
+        if not self._fast.adopt(taken):
+            return  # the connection is closing: nobody reads the answer
+        self.calls[sid] = call
+        nursery.start_soon(self._run_call, call, functools.partial(_send_later, answer))
 
     def _finish_inline(self, call: GrpcCall, status: GrpcStatus, text: str) -> None:
         if self.closed:
@@ -623,6 +673,10 @@ class GrpcConnection:
         self._goaway(h2.errors.ErrorCodes.NO_ERROR)
 
 
+_OK_HEADERS = response_headers()
+_OK_TRAILERS = status_trailers(GrpcStatus.OK)
+
+
 async def _send_later(answer: bytes | Awaitable[bytes], call: GrpcCall) -> None:
     """An inline call finished by its own task: its answer has to wait, or did not fit the
     flow-control window."""
@@ -657,6 +711,8 @@ class GrpcServer:
         #: unary methods answered on the read loop when their request is whole (the hot ones);
         #: each also has its task handler in `handlers`, used whenever the read loop cannot answer
         self.inline_handlers = dict(inline_handlers or {})
+        #: their :path values: the calls wire/h2_fast.py may take past h2 when they arrive whole
+        self.fast_paths = frozenset(f"/{service}/{method}".encode() for service, method in self.inline_handlers)
         self.tls = tls
         if tls is not None and tls.cfg.mode.value != "disabled":
             tls.context.set_alpn_protocols(["h2"])

@@ -38,6 +38,8 @@ MODULES: tuple[str, ...] = (
     # the gRPC listener's header blocks: every request's decoded, every answer's validated
     "rmqd.wire.hpack",
     "rmqd.wire.h2_headers",
+    # a unary gRPC call's frames read and answered past h2 (every send and ack)
+    "rmqd.wire.h2_fast",
     # called on every send, small, no C types: compiled only to leave the interpreter
     "rmqd.store.schedule",
     "rmqd.store.stats",

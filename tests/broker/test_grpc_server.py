@@ -323,3 +323,44 @@ def test_buffered_input_is_read_on_without_waiting_up_to_the_bound(monkeypatch: 
     assert big == b"z" * (256 * 1024)
     runs = [len(r) for r in "".join(reads).split("W")]
     assert "E" in reads and max(runs) <= server_module.EAGER_READS, "".join(reads)
+
+
+def test_whole_unary_calls_are_taken_past_h2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client's whole unary requests of the inline methods are answered by wire/h2_fast.py's
+    frames, not h2's; an answer that has to wait makes h2 adopt the stream; a taken path whose
+    method has only a task handler is adopted too and served by its task."""
+    from rmqd.wire import h2_fast
+
+    counts = {"answer": 0, "adopt": 0}
+    for name in counts:
+        real = getattr(h2_fast.FastInbound, name)
+
+        def counted(self, *a, _real=real, _name=name):  # type: ignore[no-untyped-def]
+            counts[_name] += 1
+            return _real(self, *a)
+        monkeypatch.setattr(h2_fast.FastInbound, name, counted)
+
+    def blocking(port: int) -> dict:
+        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        out = {"echo": [ch.unary_unary("/t.S/Echo")(b"%d" % i, timeout=5) for i in range(30)]}
+        after_echo = dict(counts)
+        out["later"] = ch.unary_unary("/t.S/Later")(b"x", timeout=5)
+        after_later = dict(counts)
+        try:
+            ch.unary_unary("/t.S/Count")(b"y", timeout=5)
+        except grpc.RpcError as exc:
+            out["count"] = (exc.code(), exc.details())
+        ch.close()
+        out["counts"] = (after_echo, after_later, dict(counts))
+        return out
+
+    async def client(server: GrpcServer, port: int) -> dict:
+        server.fast_paths = server.fast_paths | {b"/t.S/Count"}  # taken, but only a task serves it
+        return await trio.to_thread.run_sync(blocking, port)
+
+    out = _with_inline(client)
+    assert out["echo"] == [str(i).encode()[::-1] + b"|_serve_connection" for i in range(30)]
+    after_echo, after_later, after_count = out["counts"]
+    assert after_echo["answer"] >= 29 and after_echo["adopt"] == 0  # the connection's first request opens h2's state
+    assert out["later"] == b"later:x" and after_later["adopt"] == 1
+    assert out["count"] == (grpc.StatusCode.NOT_FOUND, "done ✓") and after_count["adopt"] == 2

@@ -179,3 +179,25 @@ def test_h2_client_and_our_server_codecs_talk() -> None:
         got = [[tuple(h) for h in e.headers] for e in answers
                if isinstance(e, (h2.events.ResponseReceived, h2.events.TrailersReceived))]
         assert got == [[(b":status", b"200"), (b"content-type", b"application/grpc")], [(b"grpc-status", b"0")]]
+
+
+@pytest.mark.parametrize("mod", IMPLS)
+@settings(max_examples=300, deadline=None)
+@given(text=st.binary(max_size=80), noise=st.binary(max_size=12))
+def test_huffman_decode_is_hpacks(mod: ModuleType, text: bytes, noise: bytes) -> None:
+    """Strings hpack's encoder made decode to themselves; any other bytes give hpack's verdict."""
+    from hpack.huffman import HuffmanEncoder
+    from hpack.huffman_constants import REQUEST_CODES, REQUEST_CODES_LENGTH
+    from hpack.huffman_table import decode_huffman
+
+    encoded = HuffmanEncoder(REQUEST_CODES, REQUEST_CODES_LENGTH).encode(text)
+    assert mod.huffman_decode(b"ab" + encoded + b"cd", 2, 2 + len(encoded)) == text
+    try:
+        expected: bytes | str = decode_huffman(noise)
+    except HPACKDecodingError as e:
+        expected = str(e)
+    try:
+        got: bytes | str = mod.huffman_decode(noise, 0, len(noise))
+    except HPACKDecodingError as e:
+        got = str(e)
+    assert got == expected
