@@ -129,6 +129,9 @@ class FastInbound:
         self._in_block = False  # h2 holds a header block that CONTINUATION frames complete
         self._h2_only = False  # a frame too large to buffer went to h2: everything does from then on
         self._unacked = 0  # flow-controlled bytes of taken calls not yet handed back
+        #: streams taken from the buffer being read whose later frames (DATA, WINDOW_UPDATE) are
+        #: still ahead of the read position: passed over, h2 never sees them
+        self._taking: set[int] = set()
 
     # -- inbound ------------------------------------------------------------------------------------
     def receive(self, data: bytes | bytearray) -> list[Any]:
@@ -145,6 +148,7 @@ class FastInbound:
             pos = min(self._preface, n)
             self._preface -= pos
         max_frame = conn.max_inbound_frame_size
+        taking = self._taking
         while n - pos >= FRAME_HEADER:
             length = (buf[pos] << 16) | (buf[pos + 1] << 8) | buf[pos + 2]
             if length > max_frame:
@@ -155,6 +159,14 @@ class FastInbound:
                 break
             ftype = buf[pos + 3]
             flags = buf[pos + 4]
+            if taking and int.from_bytes(buf[pos + 5:pos + 9], "big") & 0x7FFFFFFF in taking:
+                # a later frame of a request taken whole already (read in _take)
+                if raw < pos:
+                    items.extend(conn.receive_data(buf[raw:pos]))
+                if ftype == DATA and flags & END_STREAM:
+                    taking.discard(int.from_bytes(buf[pos + 5:pos + 9], "big") & 0x7FFFFFFF)
+                pos = raw = end
+                continue
             if self._in_block:
                 if ftype == CONTINUATION and flags & END_HEADERS:
                     self._in_block = False
@@ -166,8 +178,7 @@ class FastInbound:
                     if stop:
                         if raw < pos:
                             items.extend(conn.receive_data(buf[raw:pos]))
-                        self._take(buf, pos, end, stop, items)
-                        pos = raw = stop
+                        pos = raw = self._take(buf, pos, end, stop, items)
                         continue
             elif ftype == PING and flags == 0 and length == 8 and self._open():
                 if buf[pos + 5] | buf[pos + 6] | buf[pos + 7] | buf[pos + 8] == 0:  # stream 0
@@ -194,31 +205,37 @@ class FastInbound:
         return self.h2.state_machine.state is ConnectionState.SERVER_OPEN
 
     def _request_end(self, buf: bytes, pos: int, end: int, n: int) -> int:
-        """Where the frames that complete the request whose HEADERS ends at ``end`` end: its
-        DATA frames, the last with END_STREAM, and any WINDOW_UPDATE of the same stream among
-        them (grpc's C core sends one right after its HEADERS), all whole in ``buf``; or 0."""
+        """Where the last frame of the request whose HEADERS ends at ``end`` ends: its DATA
+        frames, the last with END_STREAM, and any WINDOW_UPDATE of the same stream (grpc's C
+        core sends one right after its HEADERS), all whole in ``buf``; frames of other streams
+        may come between them (grpc-java writes the HEADERS of concurrent calls before their
+        DATA). 0 when the request is not all there, or has any other frame of its stream."""
         sid = int.from_bytes(buf[pos + 5:pos + 9], "big") & 0x7FFFFFFF
         q = end
         max_frame = self.h2.max_inbound_frame_size
         while n - q >= FRAME_HEADER:
             length = (buf[q] << 16) | (buf[q + 1] << 8) | buf[q + 2]
             stop = q + FRAME_HEADER + length
-            if length > max_frame or stop > n or int.from_bytes(buf[q + 5:q + 9], "big") & 0x7FFFFFFF != sid:
+            if length > max_frame or stop > n:
                 return 0
-            ftype = buf[q + 3]
-            if ftype == WINDOW_UPDATE:
-                if length != 4 or buf[q + 4] or not int.from_bytes(buf[q + 9:q + 13], "big") & 0x7FFFFFFF:
-                    return 0  # h2 judges it
-            elif ftype != DATA or buf[q + 4] & ~END_STREAM:
-                return 0
-            elif buf[q + 4] & END_STREAM:
-                return stop
+            if int.from_bytes(buf[q + 5:q + 9], "big") & 0x7FFFFFFF == sid:
+                ftype = buf[q + 3]
+                if ftype == WINDOW_UPDATE:
+                    if length != 4 or buf[q + 4] or not int.from_bytes(buf[q + 9:q + 13], "big") & 0x7FFFFFFF:
+                        return 0  # h2 judges it
+                elif ftype != DATA or buf[q + 4] & ~END_STREAM:
+                    return 0
+                elif buf[q + 4] & END_STREAM:
+                    return stop
             q = stop
         return 0
 
-    def _take(self, buf: bytes, pos: int, end: int, stop: int, items: list[Any]) -> None:
-        """The request in buf[pos:stop]: taken here when it can be, else handed to h2 (its header
-        block decoded here already, so h2 gets it again as literals that leave the table alone)."""
+    def _take(self, buf: bytes, pos: int, end: int, stop: int, items: list[Any]) -> int:
+        """The request whose HEADERS is buf[pos:end] and whose last frame ends at ``stop``: taken
+        here when it can be (its later frames are then passed over as the read comes to them),
+        else its HEADERS handed to h2 (the block decoded here already goes again as literals
+        that leave the table alone), its later frames following as the read comes to them.
+        Where reading goes on: ``end``."""
         conn = self.h2
         sid = int.from_bytes(buf[pos + 5:pos + 9], "big") & 0x7FFFFFFF
         block = pos + FRAME_HEADER
@@ -228,8 +245,8 @@ class FastInbound:
                 block = 0  # too short, or the stream depends on itself: h2's protocol error
         if (not block or not self._open() or sid & 1 == 0 or sid <= conn.highest_inbound_stream_id
                 or len(conn.streams) >= self.max_streams):
-            items.extend(conn.receive_data(buf[pos:stop]))  # h2 judges it: usually a protocol error
-            return
+            items.extend(conn.receive_data(buf[pos:end]))  # h2 judges it: usually a protocol error
+            return end
         headers = decode_block(conn, buf[block:end])
         parts: list[bytes] = []
         updates: list[bytes] = []
@@ -237,11 +254,12 @@ class FastInbound:
         q = end
         while q < stop:
             nxt = q + FRAME_HEADER + ((buf[q] << 16) | (buf[q + 1] << 8) | buf[q + 2])
-            if buf[q + 3] == DATA:
-                parts.append(buf[q + FRAME_HEADER:nxt])
-            else:
-                updates.append(buf[q:nxt])
-                window += int.from_bytes(buf[q + 9:nxt], "big") & 0x7FFFFFFF
+            if int.from_bytes(buf[q + 5:q + 9], "big") & 0x7FFFFFFF == sid:
+                if buf[q + 3] == DATA:
+                    parts.append(buf[q + FRAME_HEADER:nxt])
+                else:
+                    updates.append(buf[q:nxt])
+                    window += int.from_bytes(buf[q + 9:nxt], "big") & 0x7FFFFFFF
             q = nxt
         body = parts[0] if len(parts) == 1 else b"".join(parts)
         flow = len(body)  # no padding: a padded DATA frame never gets here
@@ -253,17 +271,18 @@ class FastInbound:
             size = int.from_bytes(body[1:5], "big")
             if size == len(body) - 5 and size <= self.max_message:
                 message = body[5:]
-        if message is None:
-            items.extend(conn.receive_data(header_frames(sid, encode_block(headers), False, conn.max_inbound_frame_size)
-                                           + buf[end:stop]))
-            return
+        if message is None:  # h2's: its later frames reach h2 as the read comes to them
+            items.extend(conn.receive_data(header_frames(sid, encode_block(headers), False, conn.max_inbound_frame_size)))
+            return end
         conn.highest_inbound_stream_id = sid
+        self._taking.add(sid)
         self._unacked += flow
         if self._unacked >= self.window_ack:
             self.drain()
             self.out += frame(WINDOW_UPDATE, 0, 0, _WINDOW_UPDATE_BODY.pack(self._unacked))
             self._unacked = 0
         items.append(UnaryRequest(sid, headers, message, flow, window, b"".join(updates)))
+        return end
 
     # -- outbound ------------------------------------------------------------------------------------
     def drain(self) -> None:

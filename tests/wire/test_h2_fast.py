@@ -290,6 +290,17 @@ def _script(client: Client, kinds: list[int]) -> tuple[bytes, list[tuple[int, by
         if kind == 3:
             client.h2.ping(b"%08d" % i)
             continue
+        if kind >= 4:  # as grpc-java writes concurrent calls: both HEADERS, then both DATA
+            sids = []
+            for j, path in enumerate((FAST, SLOW if kind == 5 else FAST)):
+                sid = client.h2.get_next_available_stream_id()
+                client.h2.send_headers(sid, _headers(path, i), priority_weight=16, priority_depends_on=0)
+                sids.append((sid, b"i%d-%d" % (i, j)))
+            client.h2.ping(b"%08d" % i) if i % 2 else None
+            for sid, msg in sids:
+                client.h2.send_data(sid, encode_message(msg), end_stream=True)
+                expected.append((sid, msg))
+            continue
         msg = b"m%d-" % i + b"p" * (i * 37 % 300)
         sid = client.call(FAST if kind != 1 else SLOW, msg, i, split=3 if kind == 2 else None, priority=i % 2 == 0,
                           update=4096 * (i % 3))
@@ -298,8 +309,8 @@ def _script(client: Client, kinds: list[int]) -> tuple[bytes, list[tuple[int, by
 
 
 @pytest.mark.parametrize("mod", IMPLS)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(kinds=st.lists(st.integers(0, 3), min_size=1, max_size=12), cuts=st.lists(st.integers(1, 400), max_size=8))
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kinds=st.lists(st.integers(0, 5), min_size=1, max_size=12), cuts=st.lists(st.integers(1, 400), max_size=8))
 def test_any_cut_of_the_bytes_gets_the_same_answers(mod, kinds: list[int], cuts: list[int]) -> None:
     server, client = _handshake(mod)
     raw, expected = _script(client, kinds)
@@ -310,7 +321,7 @@ def test_any_cut_of_the_bytes_gets_the_same_answers(mod, kinds: list[int], cuts:
     server.feed(raw[pos:])
     client.receive(server.output())
     assert all(_answered(client, sid, msg) for sid, msg in expected)
-    assert len(client.pings) == kinds.count(3)
+    assert len(client.pings) == kinds.count(3) + sum(1 for i, k in enumerate(kinds) if k >= 4 and i % 2)
     assert not any(isinstance(e, (h2.events.StreamReset, h2.events.ConnectionTerminated)) for e in client.events)
 
 
@@ -363,3 +374,27 @@ def test_the_streams_own_window_updates_may_come_between_headers_and_data(mod) -
     n = int.from_bytes(raw[:3], "big") + 9
     with pytest.raises(h2.exceptions.ProtocolError):
         server.feed(raw[:n] + mod.frame(0x8, 0, sid, b"\x00\x00\x00\x00") + raw[n:])
+
+
+@pytest.mark.parametrize("mod", IMPLS)
+def test_concurrent_calls_written_headers_first_are_all_taken(mod) -> None:
+    """grpc-java writes the HEADERS of concurrent calls, then their DATA, with the connection's
+    WINDOW_UPDATEs among them: each whole call is taken, the frames between go to h2 in order."""
+    server, client = _handshake(mod)
+    client.call(FAST, b"first")
+    server.feed(client.h2.data_to_send())
+    sids = []
+    for i in range(3):
+        sid = client.h2.get_next_available_stream_id()
+        client.h2.send_headers(sid, _headers(FAST, i), priority_weight=16, priority_depends_on=0)
+        sids.append(sid)
+    slow = client.h2.get_next_available_stream_id()
+    client.h2.send_headers(slow, _headers(SLOW))
+    client.h2.increment_flow_control_window(1000)
+    for i, sid in enumerate(sids + [slow]):
+        client.h2.send_data(sid, encode_message(b"c%d" % i), end_stream=True)
+    server.feed(client.h2.data_to_send())
+    assert server.taken[-3:] == sids and slow not in server.taken
+    client.receive(server.output())
+    assert all(_answered(client, sid, b"c%d" % i) for i, sid in enumerate(sids + [slow]))
+    assert not server.fast._taking
