@@ -78,17 +78,16 @@ def header_frames(stream_id: int, block: bytes, end_stream: bool, max_frame: int
 
 class UnaryRequest:
     """A unary call taken whole from one read: its stream, its decoded header list, its one
-    request message (uncompressed), the flow-controlled bytes it used, and what the peer added
-    to the stream's send window meanwhile (the WINDOW_UPDATE frames themselves, for ``adopt``)."""
+    request message (uncompressed), and what the peer added to the stream's send window
+    meanwhile (the WINDOW_UPDATE frames themselves, for ``adopt``)."""
 
-    __slots__ = ("stream_id", "headers", "message", "flow", "window", "updates")
+    __slots__ = ("stream_id", "headers", "message", "window", "updates")
 
-    def __init__(self, stream_id: int, headers: list[tuple[bytes, bytes]], message: bytes, flow: int,
+    def __init__(self, stream_id: int, headers: list[tuple[bytes, bytes]], message: bytes,
                  window: int = 0, updates: bytes = b"") -> None:
         self.stream_id = stream_id
         self.headers = headers
         self.message = message
-        self.flow = flow
         self.window = window
         self.updates = updates
 
@@ -281,7 +280,7 @@ class FastInbound:
             self.drain()
             self.out += frame(WINDOW_UPDATE, 0, 0, _WINDOW_UPDATE_BODY.pack(self._unacked))
             self._unacked = 0
-        items.append(UnaryRequest(sid, headers, message, flow, window, b"".join(updates)))
+        items.append(UnaryRequest(sid, headers, message, window, b"".join(updates)))
         return end
 
     # -- outbound ------------------------------------------------------------------------------------
