@@ -170,8 +170,7 @@ class BrokerRole:
         self.last_registered: float | None = None
         self.bound: dict[str, tuple[str, int]] = {}
         # RocketMQ 5.x clients: apache.rocketmq.v2 over gRPC on grpcServerPort (TLS or h2c, one port)
-        self.grpc_service = MessagingService(self, send=send_processor.send_message,
-                                             send_now=send_processor.send_message_now,
+        self.grpc_service = MessagingService(self, send=send_processor.send_decoded_now,
                                              end_transaction=end_transaction_processor.end_transaction,
                                              grpc_port=lambda: self.bound.get("grpc", ("", 0))[1],
                                              pop=lambda: self.pop_service)

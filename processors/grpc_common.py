@@ -11,6 +11,7 @@ are no protobuf, deadlines) are gRPC statuses. The texts follow Apache RocketMQ 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 from dataclasses import dataclass, field
@@ -151,8 +152,12 @@ def java_iso_control(ch: str) -> bool:
     return o <= 0x1F or 0x7F <= o <= 0x9F
 
 
+#: java_iso_control as a character class: one scan in C instead of a call per character
+_ISO_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 def contains_control(text: str) -> bool:
-    return any(java_iso_control(c) for c in text)
+    return _ISO_CONTROL.search(text) is not None
 
 
 def check_tag(tag: str) -> None:

@@ -17,7 +17,10 @@ from rmqd.processors.grpc_common import (
     ProxyError, check_key, check_message_group, check_tag, contains_control,
 )
 from rmqd.wire.names import java_is_blank
-from rmqd.wire.message import MessageConst, MessageRecord, MessageSysFlag
+from rmqd.wire.message import (
+    NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst, MessageRecord, MessageSysFlag, decode_properties,
+    encode_properties,
+)
 from rmqd.wire.rocketmq_v2 import Code, DigestType, Encoding, MessageType, pb
 
 # 5.x property names beyond wire.message.MessageConst (MessageConst, 5.3.3)
@@ -125,6 +128,17 @@ def build_message_properties(ctx: GrpcContext, message: "pb.Message", producer_g
     return props
 
 
+def as_broker_reads(props: dict[str, str]) -> dict[str, str]:
+    """The map the broker reads from these properties once the proxy has written them as text
+    (messageProperties2String, then string2messageProperties on the broker): these same ones,
+    unless a name or a value is empty or holds a separator, which the text would lose or split."""
+    names = "".join(props)
+    if ("" in props or not all(props.values()) or NAME_VALUE_SEPARATOR in names or PROPERTY_SEPARATOR in names
+            or PROPERTY_SEPARATOR in "".join(props.values())):
+        return decode_properties(encode_properties(props))
+    return props
+
+
 def topic_message_type(props: dict[str, str]) -> str:
     """TopicMessageType.parseFromMessageProperty: what kind of message these properties make."""
     if props.get(MessageConst.PROPERTY_TRANSACTION_PREPARED) == "true":
@@ -210,6 +224,7 @@ def build_message(record: MessageRecord, *, topic: str | None = None, receipt_ha
 
 
 __all__ = [
-    "PROPERTY_BORN_HOST", "PROPERTY_SHARDING_KEY", "PROPERTY_TIMER_DELIVER_MS", "SYSTEM_PROPERTY_NAMES",
-    "build_message", "build_message_properties", "build_sys_flag", "topic_message_type",
+    "PROPERTY_BORN_HOST", "PROPERTY_BORN_TIMESTAMP", "PROPERTY_SHARDING_KEY", "PROPERTY_TIMER_DELIVER_MS",
+    "SYSTEM_PROPERTY_NAMES", "as_broker_reads", "build_message", "build_message_properties", "build_sys_flag",
+    "topic_message_type",
 ]

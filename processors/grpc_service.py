@@ -31,7 +31,9 @@ from google.protobuf.message import DecodeError
 
 from rmqd.processors.acl import AclError, AclState
 from rmqd.processors.client_manager import ClientChannelInfo, ConsumerManager, ProducerManager
-from rmqd.processors.common import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, perm_readable, perm_writeable
+from rmqd.processors.common import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC, DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, perm_readable, perm_writeable,
+)
 from rmqd.processors.grpc_acl import check as acl_check
 from rmqd.processors.grpc_clients import (
     CALL_CLIENT_TIMEOUT_S, ClientSettingsManager, GrpcChannelManager, GrpcClientChannel, TransactionDataManager,
@@ -41,7 +43,9 @@ from rmqd.processors.grpc_consumer import ConsumerActivity
 from rmqd.processors.grpc_common import (
     GrpcContext, ProxyError, check_client_id, check_group, check_topic, code_of_remoting, consistent_hash, status,
 )
-from rmqd.processors.grpc_convert import build_message_properties, build_sys_flag, topic_message_type
+from rmqd.processors.grpc_convert import (
+    PROPERTY_BORN_TIMESTAMP, as_broker_reads, build_message_properties, build_sys_flag, topic_message_type,
+)
 from rmqd.processors.pull import SubscriptionParseError, build_subscription_data
 from rmqd.processors.seams import BrokerConfigView
 from rmqd.store.config import MessageStoreConfig
@@ -50,9 +54,10 @@ from rmqd.store.topic_config import TopicConfigManager
 from rmqd.wire.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from rmqd.wire.codes import LanguageCode, MQVersion, RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand
+from rmqd.wire.headers import SendMessageRequestHeader
 from rmqd.wire.grpc import CallClosedError, GrpcStatus, GrpcWireError
 from rmqd.wire.javamap import java_string_hash
-from rmqd.wire.message import MessageSysFlag, encode_properties, parse_offset_msg_id
+from rmqd.wire.message import MessageSysFlag, parse_offset_msg_id
 from rmqd.wire.rocketmq_v2 import (
     MESSAGING_SERVICE, AddressScheme, ClientType, Code, FilterType, MessageType, Permission,
     TransactionResolution, TransactionSource, pb,
@@ -82,6 +87,8 @@ class Call(Protocol):
     async def recv(self) -> bytes | None: ...
 
     async def send(self, payload: bytes, flush: bool = True) -> None: ...
+
+    async def send_many(self, payloads: list[bytes], flush: bool = True) -> None: ...
 
     async def send_last(self, payload: bytes) -> None: ...
 
@@ -120,6 +127,11 @@ class GrpcBroker(Protocol):
     def consumer_manager(self) -> ConsumerManager: ...
     @property
     def acl(self) -> AclView | None: ...
+
+
+#: SendMessageProcessor.send_decoded_now's shape: (context, header, decoded properties, body)
+SendDecoded = Callable[[Any, SendMessageRequestHeader, dict[str, str], bytes],
+                       "RemotingCommand | Awaitable[RemotingCommand]"]
 
 
 class _LocalChannel:
@@ -171,14 +183,13 @@ def _client_version(text: str) -> int:
 class MessagingService:
     """The handlers of apache.rocketmq.v2.MessagingService."""
 
-    def __init__(self, broker: GrpcBroker, *, send: Callable[[Any, RemotingCommand], Awaitable[RemotingCommand]],
-                 send_now: Callable[[Any, RemotingCommand], RemotingCommand | Awaitable[RemotingCommand]] | None = None,
+    def __init__(self, broker: GrpcBroker, *, send: SendDecoded,
                  end_transaction: Callable[[Any, RemotingCommand], Awaitable[RemotingCommand | None]],
                  grpc_port: Callable[[], int], pop: Callable[[], Any] = lambda: None) -> None:
         self.broker = broker
+        #: SendMessageProcessor.send_decoded_now: the answer at once, or an awaitable of it when
+        #: the store has to wait (SYNC_FLUSH, SYNC_MASTER)
         self._send = send
-        #: the same send answered at once when the store need not wait (SendMessageProcessor.send_message_now)
-        self._send_now = send_now
         self._end_transaction = end_transaction
         self._grpc_port = grpc_port
         self.transactions = TransactionDataManager()
@@ -561,9 +572,11 @@ class MessagingService:
                 return consistent_hash(java_string_hash(group), writes)
         return next(self._round_robin) % writes
 
-    def _prepare_send(self, ctx: GrpcContext, request: "pb.SendMessageRequest") -> tuple[list[RemotingCommand], list["pb.Message"], str]:
-        """SendMessageActivity's checks and conversion: one Remoting SEND_MESSAGE per message
-        (raises ProxyError with the client's status)."""
+    def _prepare_send(self, ctx: GrpcContext, request: "pb.SendMessageRequest"
+                      ) -> tuple[list[tuple[SendMessageRequestHeader, dict[str, str]]], list["pb.Message"], str]:
+        """SendMessageActivity's checks and conversion: one SEND_MESSAGE header and the
+        properties the broker reads from it per message (raises ProxyError with the client's
+        status)."""
         if not request.messages:
             raise ProxyError(Code.MESSAGE_CORRUPTED, "no message to send")
         first = request.messages[0]
@@ -588,7 +601,8 @@ class MessagingService:
                                  f"TopicMessageType validate failed, the expected type is {expected}, "
                                  f"but actual type is {actual}")
         queue_id = self._select_queue(tc, request)
-        requests = [_send_request(topic, queue_id, sys_flag, message, props) for message, props in prepared]
+        requests = [(_send_header(topic, queue_id, sys_flag, props, now), as_broker_reads(props))
+                    for _, props in prepared]
         return requests, [message for message, _ in prepared], topic
 
     @staticmethod
@@ -607,8 +621,11 @@ class MessagingService:
     async def send_message(self, ctx: GrpcContext, request: "pb.SendMessageRequest") -> "pb.SendMessageResponse":
         requests, messages, topic = self._prepare_send(ctx, request)
         entries = []
-        for remoting, message in zip(requests, messages):
-            answer = await self._send(_LocalContext(_LocalChannel(ctx.remote_addr)), remoting)
+        local = _LocalContext(_LocalChannel(ctx.remote_addr))
+        for (header, props), message in zip(requests, messages):
+            answer = self._send(local, header, props, message.body)
+            if not isinstance(answer, RemotingCommand):
+                answer = await answer
             entries.append(self._send_entry(topic, message, answer))
         return self._send_response(entries)
 
@@ -617,13 +634,23 @@ class MessagingService:
         """send_message without a task of its own (the transport's read loop answers it at once):
         the response, or an awaitable of it when a store append has to wait (SYNC_FLUSH,
         SYNC_MASTER) or a batch holds more than one message."""
-        if self._send_now is None or len(request.messages) != 1:
+        if len(request.messages) != 1:
             return self.send_message(ctx, request)
         requests, messages, topic = self._prepare_send(ctx, request)
-        answer = self._send_now(_LocalContext(_LocalChannel(ctx.remote_addr)), requests[0])
+        header, props = requests[0]
+        answer = self._send(_LocalContext(_LocalChannel(ctx.remote_addr)), header, props, messages[0].body)
         if not isinstance(answer, RemotingCommand):
             return self._send_awaited(topic, messages[0], answer)
-        return self._send_response([self._send_entry(topic, messages[0], answer)])
+        message = messages[0]
+        sp = message.system_properties
+        if answer.code == ResponseCode.SUCCESS and sp.message_type != MessageType.TRANSACTION:
+            # the common answer built in place (what _send_response(_send_entry(...)) builds)
+            uniq = sp.message_id
+            response = pb.SendMessageResponse(status=_OK_STATUS)
+            response.entries.add(status=_OK_STATUS, message_id=uniq, transaction_id=uniq,
+                                 offset=_queue_offset(answer.ext_fields))
+            return response
+        return self._send_response([self._send_entry(topic, message, answer)])
 
     async def _send_awaited(self, topic: str, message: "pb.Message",
                             answer: Awaitable[RemotingCommand]) -> "pb.SendMessageResponse":
@@ -638,10 +665,7 @@ class MessagingService:
             uniq = message.system_properties.message_id
             entry.message_id = uniq
             entry.transaction_id = uniq
-            try:
-                entry.offset = int(out.get("queueOffset", "0"))
-            except ValueError:
-                pass
+            entry.offset = _queue_offset(out)
             if message.system_properties.message_type == MessageType.TRANSACTION:
                 self._remember_transaction(topic, uniq, out)
             return entry
@@ -714,25 +738,32 @@ class MessagingService:
             scope.cancel()
 
 
+#: Status OK, only ever copied into a response (a message's constructor copies its arguments)
+_OK_STATUS = status(Code.OK)
+
+
+def _queue_offset(out: Mapping[str, str] | None) -> int:
+    """The queue offset of a send's answer (0 when it has none, as an unset proto field reads)."""
+    try:
+        return int((out or {}).get("queueOffset", "0"))
+    except ValueError:
+        return 0
+
+
 def _parse(request_cls: Any, payload: bytes) -> Any:
     try:
         return request_cls.FromString(payload)
     except (DecodeError, RuntimeWarning, ValueError) as exc:
         raise GrpcWireError(GrpcStatus.INTERNAL, f"Invalid protobuf byte sequence: {exc}") from None
 
-def _send_request(topic: str, queue_id: int, sys_flag: int, message: "pb.Message",
-                  props: dict[str, str]) -> RemotingCommand:
-    """The SEND_MESSAGE the broker's Remoting send path appends this message from."""
-    try:
-        born = int(props.get("BORN_TIMESTAMP", ""))
-    except ValueError:
-        born = _now_ms()
-    ext = {
-        "producerGroup": topic, "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
-        "queueId": str(queue_id), "sysFlag": str(sys_flag), "bornTimestamp": str(born), "flag": "0",
-        "properties": encode_properties(props), "reconsumeTimes": "0", "unitMode": "false", "batch": "false",
-    }
-    return RemotingCommand(code=RequestCode.SEND_MESSAGE, ext_fields=ext, body=bytes(message.body))
+def _send_header(topic: str, queue_id: int, sys_flag: int, props: dict[str, str], now_ms: int) -> SendMessageRequestHeader:
+    """The SEND_MESSAGE header the proxy's local mode hands the broker for this message
+    (its properties go beside it, already decoded: ``as_broker_reads``)."""
+    born = props.get(PROPERTY_BORN_TIMESTAMP)
+    return SendMessageRequestHeader(
+        producerGroup=topic, topic=topic, defaultTopic=AUTO_CREATE_TOPIC_KEY_TOPIC, defaultTopicQueueNums=4,
+        queueId=queue_id, sysFlag=sys_flag, bornTimestamp=int(born) if born is not None else now_ms, flag=0,
+        properties=None, reconsumeTimes=0, unitMode=False, batch=False)
 
 
 __all__ = ["CALL_CLIENT_TIMEOUT_S", "Call", "GrpcBroker", "GrpcHandler", "InlineHandler", "MessagingService",

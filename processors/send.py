@@ -213,6 +213,19 @@ class SendMessageProcessor:
             return self.send_batch_message(ctx, request, header, queue_id, sys_flag)
         return self.send_single_message(ctx, request, header, queue_id, sys_flag)
 
+    def send_decoded_now(self, ctx: Context, header: SendMessageRequestHeader, props: dict[str, str],
+                         body: bytes) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """One SEND_MESSAGE whose header and properties a front end already holds decoded (the
+        gRPC service): what ``send_message_now`` does after parsing, without writing the
+        properties out as text for this method to parse back. ``props`` must be the map that
+        text would decode to (``decode_properties(encode_properties(props))``)."""
+        request = RemotingCommand(code=_SEND_MESSAGE, body=body)
+        target = self.pre_send(ctx, request, header)
+        if isinstance(target, RemotingCommand):
+            return target
+        _, queue_id, sys_flag = target
+        return self.send_single_message(ctx, request, header, queue_id, sys_flag, props)
+
     # -- shared checks (preSend + msgCheck) --------------------------------------------------
     def _base_ext(self) -> dict[str, str]:
         """MSG_REGION and TRACE_ON, on every answer."""
@@ -303,7 +316,8 @@ class SendMessageProcessor:
 
     # -- single message ----------------------------------------------------------------------
     def send_single_message(self, ctx: Context, request: RemotingCommand, h: Any, queue_id: int,
-                            sys_flag: int) -> RemotingCommand | Awaitable[RemotingCommand]:
+                            sys_flag: int, decoded: dict[str, str] | None = None
+                            ) -> RemotingCommand | Awaitable[RemotingCommand]:
         b = self.broker
         topic = h.topic
         msg_queue_id = queue_id  # the answer keeps the requested queue even when redirected to the DLQ
@@ -329,7 +343,8 @@ class SendMessageProcessor:
                 if dlq_config is None:
                     return self._fail(request, ResponseCode.SYSTEM_ERROR, f"topic[{topic}] not exist")
 
-        props, properties_string, stored = properties_to_store(h.properties, b.broker_config.brokerClusterName)
+        props, properties_string, stored = properties_to_store(h.properties if decoded is None else decoded,
+                                                               b.broker_config.brokerClusterName)
         wait_store_msg_ok = props.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"
 
         # the store's constructor called positionally (the broker's keyword seam is interpreted)
@@ -433,8 +448,8 @@ class SendMessageProcessor:
         return {code: self.send_message_now for code in self.handlers()}
 
 
-def properties_to_store(client_properties: str | None, cluster: str) -> tuple[dict[str, str], str,
-                                                                                dict[str, str] | None]:
+def properties_to_store(client_properties: str | dict[str, str] | None,
+                        cluster: str) -> tuple[dict[str, str], str, dict[str, str] | None]:
     """The message's properties as the send processor keeps them (the client's, plus CLUSTER),
     the string the commit log stores (without WAIT, in the HashMap order of a map that held
     WAIT), and the map that string decodes back to, or None when it would not decode back to it.
@@ -442,7 +457,8 @@ def properties_to_store(client_properties: str | None, cluster: str) -> tuple[di
     Whatever decode_properties returns round-trips (no name holds a separator, no value a
     property separator, none is empty), so only the cluster name can break the round trip; the
     map lets dispatch take the record's properties from the append (CommitLog.appended)."""
-    props = decode_properties(client_properties)
+    # a dict is already the decoded map (send_decoded_now): copied, the caller's stays as it was
+    props = dict(client_properties) if isinstance(client_properties, dict) else decode_properties(client_properties)
     props[PROPERTY_CLUSTER] = cluster  # the Java map held every key at once: its table is sized for all
     keys = tuple(props)
     layout = _STORED_LAYOUTS.get(keys)

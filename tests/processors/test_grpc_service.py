@@ -376,3 +376,63 @@ def test_server_commands_over_telemetry(tmp_path: Path) -> None:
         await trio.to_thread.run_sync(lambda: (tel.close(), c.close()))
 
     _run(tmp_path, body)
+
+
+class _InlineCall:
+    """What an inline handler reads of its call (the transport's GrpcCall)."""
+
+    metadata = {"x-mq-client-id": "inline-client", "x-mq-language": "JAVA", "x-mq-client-version": "5.0.8",
+                "x-mq-protocol": "v2"}
+    remote_addr = "127.0.0.1:40000"
+    local_addr = "127.0.0.1:8081"
+
+    def remaining_seconds(self) -> float | None:
+        return 3.0
+
+
+def test_a_grpc_send_stores_what_the_proxys_remoting_send_stores(tmp_path: Path) -> None:
+    """The service hands SendMessageProcessor its properties decoded (send_decoded_now); the
+    record must be the one the proxy's local mode gets stored by handing the broker a
+    SEND_MESSAGE with the properties as text, edge cases included (an empty value the text
+    drops, separators inside a value the text splits)."""
+    from rmqd.processors.grpc_common import GrpcContext
+    from rmqd.processors.grpc_convert import build_message_properties
+    from rmqd.wire.codes import RequestCode, ResponseCode
+    from rmqd.wire.message import encode_properties
+    from rmqd.wire.rocketmq_v2 import MESSAGING_SERVICE
+
+    async def body(h: Harness) -> None:
+        _create_topic(h, "TopicP", queues=1)
+        handle = h.role.grpc_service.inline_handlers()[(MESSAGING_SERVICE, "SendMessage")]
+        cases = [
+            new_message("TopicP", b"plain", tag="TagA", keys=("k1", "k2"), props={"color": "red"}),
+            new_message("TopicP", b"edges", tag="TagB", props={"empty": "", "size": "L"}),
+        ]
+        cases[1].system_properties.trace_context = "t\x01u\x02x\x01y"  # not checked by the proxy
+        for message in cases:
+            answer = handle(_InlineCall(), pb.SendMessageRequest(messages=[message]).SerializeToString())
+            assert isinstance(answer, bytes)
+            assert pb.SendMessageResponse.FromString(answer).status.code == Code.OK
+            # the same message as the proxy hands it over: a SEND_MESSAGE with the text
+            ctx = GrpcContext.of(_InlineCall.metadata, _InlineCall.remote_addr, _InlineCall.local_addr, 3.0)
+            props = build_message_properties(ctx, message, "TopicP", 0)
+            ext = {"producerGroup": "TopicP", "topic": "TopicP", "defaultTopic": "TBW102",
+                   "defaultTopicQueueNums": "4", "queueId": "0", "sysFlag": "0",
+                   "bornTimestamp": props["BORN_TIMESTAMP"], "flag": "0", "properties": encode_properties(props),
+                   "reconsumeTimes": "0", "unitMode": "false", "batch": "false"}
+            sent = await h.invoke(RequestCode.SEND_MESSAGE, ext, message.body)
+            assert sent.code == ResponseCode.SUCCESS, sent.remark
+        h.wait_dispatched()
+        pulled = await h.pull("TopicP", "cg", 0, 0, sys_flag=4, subscription="*", suspend_ms=0)
+        records = decode_messages(bytes(pulled.body or b""))
+        assert len(records) == 4
+        for via_grpc, via_remoting in zip(records[0::2], records[1::2]):
+            assert via_grpc.properties_raw == via_remoting.properties_raw
+            assert (via_grpc.body, via_grpc.flag, via_grpc.sys_flag, via_grpc.born_timestamp,
+                    via_grpc.reconsume_times) == (via_remoting.body, via_remoting.flag, via_remoting.sys_flag,
+                                                  via_remoting.born_timestamp, via_remoting.reconsume_times)
+        edges = records[2].properties
+        assert "empty" not in edges and edges["size"] == "L"
+        assert edges["TRACE_CONTEXT"] == "t\x01u" and edges["x"] == "y"
+
+    _run(tmp_path, body)
