@@ -188,6 +188,17 @@ class GrpcCall:
             self.conn.h2_send_headers(self.stream_id, response_headers())
         await self.conn.send_data(self, encode_message(payload), flush=flush)
 
+    async def send_many(self, payloads: list[bytes], flush: bool = True) -> None:
+        """Several response messages as one run of DATA frames (gRPC frames its messages by
+        their length prefixes, not by DATA frames): a receive's batch costs h2 a frame per
+        16 KiB instead of a frame per message."""
+        if self.finished:
+            raise CallCancelled()
+        if not self.headers_sent:
+            self.headers_sent = True
+            self.conn.h2_send_headers(self.stream_id, response_headers())
+        await self.conn.send_data(self, b"".join([encode_message(p) for p in payloads]), flush=flush)
+
     async def send_last(self, payload: bytes) -> None:
         """One response message and the OK trailers, written together (a unary answer: one
         write to the socket instead of two)."""

@@ -198,7 +198,7 @@ class ConsumerActivity:
                 status=status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")).SerializeToString())
         done = pb.ReceiveMessageResponse()
         done.delivery_timestamp.FromMilliseconds(_now_ms())
-        await call.send(done.SerializeToString())
+        await call.send(done.SerializeToString(), flush=False)  # leaves with the trailers, in one write
         await call.finish()
 
     def _polling_time_ms(self, ctx: GrpcContext, request: "pb.ReceiveMessageRequest", settings: Any) -> int:
@@ -276,14 +276,12 @@ class ConsumerActivity:
             if auto_renew and channel is not None:
                 msg_id = message.system_properties.message_id
                 self.receipts.add(channel, _Held(group, topic, msg_id, handle, handle, now, popped.reconsume_times))
-        sent = 0
+        payloads = [pb.ReceiveMessageResponse(status=status(Code.OK)).SerializeToString()]
+        payloads += [pb.ReceiveMessageResponse(message=message).SerializeToString() for message, _ in out]
         try:  # the status and the messages leave with the trailers, in one write
-            await call.send(pb.ReceiveMessageResponse(status=status(Code.OK)).SerializeToString(), flush=False)
-            for message, _ in out:
-                await call.send(pb.ReceiveMessageResponse(message=message).SerializeToString(), flush=False)
-                sent += 1
-        except CallClosedError:  # the client is gone: what it was not sent comes back soon
-            for _, handle in out[sent:]:
+            await call.send_many(payloads, flush=False)
+        except CallClosedError:  # the client is gone: what it may not have been sent comes back soon
+            for _, handle in out:
                 await self._nack_quietly(group, topic, handle)
             raise
 

@@ -44,7 +44,17 @@ async def boom(call: GrpcCall) -> None:
     raise RuntimeError("handler bug")
 
 
-HANDLERS = {("t.S", "Echo"): echo, ("t.S", "Count"): count, ("t.S", "Sleepy"): sleepy, ("t.S", "Boom"): boom}
+async def many(call: GrpcCall) -> None:
+    """The request "N SIZE": N messages of SIZE bytes in one send_many, left for finish's write."""
+    msg = await call.recv()
+    assert msg is not None
+    n, size = (int(x) for x in msg.split())
+    await call.send_many([bytes([i % 251]) * size for i in range(n)], flush=False)
+    await call.finish()
+
+
+HANDLERS = {("t.S", "Echo"): echo, ("t.S", "Count"): count, ("t.S", "Sleepy"): sleepy, ("t.S", "Boom"): boom,
+            ("t.S", "Many"): many}
 
 
 def _with_server(client, handlers=HANDLERS, **kw):  # type: ignore[no-untyped-def]
@@ -364,3 +374,22 @@ def test_whole_unary_calls_are_taken_past_h2(monkeypatch: pytest.MonkeyPatch) ->
     assert after_echo["answer"] >= 29 and after_echo["adopt"] == 0  # the connection's first request opens h2's state
     assert out["later"] == b"later:x" and after_later["adopt"] == 1
     assert out["count"] == (grpc.StatusCode.NOT_FOUND, "done ✓") and after_count["adopt"] == 2
+
+
+def test_send_many_streams_every_message_in_order_through_flow_control() -> None:
+    """Several messages in one run of DATA frames: small ones share frames, large ones span the
+    client's 64 KiB stream window several times over (send_many waits for its WINDOW_UPDATEs)."""
+    def blocking(port: int) -> dict:
+        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        out = {f"{n} {size}": list(ch.unary_stream("/t.S/Many")(f"{n} {size}".encode(), timeout=20))
+               for n, size in ((1, 0), (33, 1100), (5, 300_000))}
+        ch.close()
+        return out
+
+    async def client(server: GrpcServer, port: int) -> dict:
+        return await trio.to_thread.run_sync(blocking, port)
+
+    out = _with_server(client)
+    for key, got in out.items():
+        n, size = (int(x) for x in key.split())
+        assert got == [bytes([i % 251]) * size for i in range(n)], key
