@@ -13,7 +13,8 @@ import pytest
 
 pytestmark = pytest.mark.timeout(60)
 
-ARGS = argparse.Namespace(threads=4, size=1024, compare_warmup=5.0, seconds=30.0, max_load=1.0, max_other=0.1)
+ARGS = argparse.Namespace(threads=4, size=1024, compare_warmup=5.0, seconds=30.0, max_load=1.0, max_other=0.1,
+                          consume_count=0)
 
 
 def _side(bench, label: str, tps: float, consume: float, sent: int, cpu_s: float = 10.5, ready: float = 1.0,
@@ -123,3 +124,13 @@ def test_rounds_below_one_is_refused_on_the_command_line(bench) -> None:
     r = subprocess.run([sys.executable, bench.__file__, "--compare", "--rounds", "0"], capture_output=True, text=True,
                        timeout=30)
     assert r.returncode == 2 and "--rounds must be at least 1" in r.stderr
+
+
+def test_an_equal_consume_count_is_said_and_a_short_backlog_flagged(bench) -> None:
+    args = argparse.Namespace(**{**vars(ARGS), "consume_count": 110_000})
+    rounds = [_round(bench, 1, _side(bench, "Apache", 4000, 40000, 120000), _side(bench, "rmqd serve", 4400, 44000, 132000)),
+              _round(bench, 2, _side(bench, "Apache", 3000, 40000, 100000), _side(bench, "rmqd serve", 4400, 44000, 132000))]
+    out = bench.compare_report(args, rounds)
+    assert "(its first 110,000 messages on both)" in out
+    assert "a backlog was smaller in rounds [2]" in out
+    assert "its first" not in bench.compare_report(ARGS, rounds[:1])
