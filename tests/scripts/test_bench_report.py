@@ -47,6 +47,7 @@ def test_one_round_is_the_plain_table(bench) -> None:
     assert _row(out, "broker CPU per consumed message, us")[1:] == ["8.8", "8.0", "0.91x"]
     assert "sends: Apache 120000 ok / 0 failed; rmqd 132000 ok / 0 failed; consumed: Apache 120000, rmqd 132000" in out
     assert "round 1 (Apache first): load average 0.20 before, 2.50 after" in out
+    assert "consume TPS 40,000 / 44,000 = 1.10x" in out  # each round's own, beside the medians
     assert "1 of 1 rounds counted" in out
 
 
