@@ -177,36 +177,33 @@ class GrpcCall:
             self._readable = trio.Event()
             await self._readable.wait()
 
-    async def send(self, payload: bytes, flush: bool = True) -> None:
-        """One response message (the response headers go first). ``flush`` False leaves it
-        queued for the next write (a later send's, or the trailers'): a stream of messages
-        answered at once leaves in one write."""
+    def _open_response(self) -> None:
+        """Before a response message: a finished call is gone (CallCancelled); the response
+        headers go first, once."""
         if self.finished:
             raise CallCancelled()
         if not self.headers_sent:
             self.headers_sent = True
             self.conn.h2_send_headers(self.stream_id, response_headers())
+
+    async def send(self, payload: bytes, flush: bool = True) -> None:
+        """One response message (the response headers go first). ``flush`` False leaves it
+        queued for the next write (a later send's, or the trailers'): a stream of messages
+        answered at once leaves in one write."""
+        self._open_response()
         await self.conn.send_data(self, encode_message(payload), flush=flush)
 
     async def send_many(self, payloads: list[bytes], flush: bool = True) -> None:
         """Several response messages as one run of DATA frames (gRPC frames its messages by
         their length prefixes, not by DATA frames): a receive's batch costs h2 a frame per
         16 KiB instead of a frame per message."""
-        if self.finished:
-            raise CallCancelled()
-        if not self.headers_sent:
-            self.headers_sent = True
-            self.conn.h2_send_headers(self.stream_id, response_headers())
+        self._open_response()
         await self.conn.send_data(self, b"".join([encode_message(p) for p in payloads]), flush=flush)
 
     async def send_last(self, payload: bytes) -> None:
         """One response message and the OK trailers, written together (a unary answer: one
         write to the socket instead of two)."""
-        if self.finished:
-            raise CallCancelled()
-        if not self.headers_sent:
-            self.headers_sent = True
-            self.conn.h2_send_headers(self.stream_id, response_headers())
+        self._open_response()
         await self.conn.send_data(self, encode_message(payload), flush=False)
         self.finished = True
         self.conn.h2_send_headers(self.stream_id, status_trailers(GrpcStatus.OK), end_stream=True)
