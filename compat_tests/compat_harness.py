@@ -403,7 +403,25 @@ class DriverProc:
         return (
             f"[{self.client} {self.name}] rc={self.proc.returncode if self.proc else None} "
             f"events={len(self.events)} errors={errs[:5]}\n--- stderr tail ---\n{tail(self.stderr_path, 25)}"
+            + self._client_log_warnings()
         )
+
+    def _client_log_warnings(self, lines: int = 8) -> str:
+        """The last WARN/ERROR lines this process wrote to the Java client's own log (user.home is
+        the test's directory), where a refused pull or a failed heartbeat shows."""
+        if self.proc is None:
+            return ""
+        mark = f"[{self.proc.pid}]"
+        log_path = self.workdir / "logs" / "rocketmqlogs" / "rocketmq_client.log"
+        try:
+            with log_path.open(errors="replace") as f:
+                found = [ln.rstrip()[:300] for ln in f
+                         if mark in ln and (" WARN " in ln or " ERROR " in ln)]
+        except OSError:
+            return ""
+        if not found:
+            return ""
+        return f"\n--- {log_path.name}: last warnings ---\n" + "\n".join(found[-lines:])
 
 
 def run_driver(client: str, case: dict[str, Any], workdir: Path, name: str, timeout: float) -> DriverProc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,15 @@ import pytest
 
 import compat_harness as harness
 from compat_harness import DriverProc, RmqdServer, msg_spec, run_driver
+
+# How long barrier() keeps sending. The Java clients (4.9.x and 5.x alike) raise a subscription's
+# version whenever a rebalance changes its queues and send it in a heartbeat at once, unless the
+# heartbeat lock is taken, as it is when the rebalance meets the scheduled heartbeat (1 s after
+# start). The broker then answers every pull with the newer version SUBSCRIPTION_NOT_LATEST, as
+# Apache RocketMQ's PullMessageProcessor does, until the next heartbeat (heartbeatBrokerInterval,
+# 30 s). Seen in CI: a broadcast consumer refused for 29 s. 60 s covers one interval and its retries.
+BARRIER_DEADLINE_S = 60.0
+
 
 def client_problem(client: str) -> str | None:
     """Why `client` cannot run here, or None (the registry module's problem(), asked once)."""
@@ -108,20 +118,29 @@ class Session:
         """Topics come into being through a send (defaultTopic TBW102, autoCreateTopicEnable)."""
         self.produce(topic, [msg_spec(b"create", tags="Create")])
 
-    def barrier(self, consumers: list[DriverProc], topic: str, tags: str = "Warm", rounds: int = 10) -> None:
-        """Send warm-up messages until every consumer has received at least one.
+    def barrier(self, consumers: list[DriverProc], topic: str, tags: str = "Warm",
+                deadline_s: float = BARRIER_DEADLINE_S) -> None:
+        """Send rounds of warm-up messages until every consumer has received at least one.
 
         Consumers start asynchronously (route lookup, rebalance, first pull); a broadcast
         consumer starts at the queue's max offset, so anything sent before it pulls is not its.
+        Bounded by time, not rounds: a Java client may need one heartbeat interval (see
+        BARRIER_DEADLINE_S) before its pulls are answered.
         """
-        for r in range(rounds):
+        start = time.monotonic()
+        r = 0
+        while True:
             if all(any(body_prefix(m, b"warm-") for m in c.messages()) for c in consumers):
                 return
+            if time.monotonic() - start > deadline_s:
+                break
             self.produce(topic, [msg_spec(f"warm-{r}-{i}".encode(), tags=tags) for i in range(4)])
             for c in consumers:
                 c.wait_for(lambda evs: any(e["event"] == "message" and body_prefix(e, b"warm-") for e in evs), 2.0)
+            r += 1
         missing = [c.name for c in consumers if not any(body_prefix(m, b"warm-") for m in c.messages())]
-        raise AssertionError(f"consumers {missing} received no warm-up message in {rounds} rounds\n"
+        raise AssertionError(f"consumers {missing} received no warm-up message in {r} rounds "
+                             f"({time.monotonic() - start:.0f} s)\n"
                              + "\n".join(c.diagnostics() for c in consumers))
 
     def settle_cluster(self, consumers: list[DriverProc], topic: str, rounds: int = 12) -> None:

@@ -19,7 +19,9 @@ from compat_session import Session, body_prefix, client_problem
 
 pytestmark = pytest.mark.timeout(180)
 
-CONSUME_WAIT_S = 30.0
+# a Java consumer's pulls may be refused until its first scheduled heartbeat, ~31 s after start
+# (compat_session.BARRIER_DEADLINE_S says why); only a slow case waits this long
+CONSUME_WAIT_S = 60.0
 NO_MESSAGE_HINT = (
     "no message reached a new consumer group: a new group asks QUERY_CONSUMER_OFFSET and starts at the "
     "answer (Apache RocketMQ answers 0 for a queue whose first message is still in memory); "

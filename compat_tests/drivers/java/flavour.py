@@ -56,4 +56,7 @@ def problem(flavour: str) -> str | None:
 
 def command(flavour: str, case_file: Path) -> list[str]:
     cp = f"{jar(flavour)}:{classpath_file(flavour).read_text().strip()}"
-    return ["java", *JVM_FLAGS, "-cp", cp, "Driver", str(case_file)]
+    # The JVM takes user.home from the password database, not $HOME: without this the client's
+    # log and local offset store (broadcast consumers) would be shared by every test as root's.
+    home = f"-Duser.home={case_file.resolve().parent}"
+    return ["java", *JVM_FLAGS, home, "-cp", cp, "Driver", str(case_file)]
