@@ -135,3 +135,20 @@ def test_an_equal_consume_count_is_said_and_a_short_backlog_flagged(bench) -> No
     assert "(its first 110,000 messages on both)" in out
     assert "a backlog was smaller in rounds [2]" in out
     assert "its first" not in bench.compare_report(ARGS, rounds[:1])
+
+
+def test_like_positions_take_the_order_effect_out(bench) -> None:
+    # 2026-11-29's five rounds: whoever ran first consumed faster; 3 Apache-first rounds to 2
+    consume = [(236768, 213598), (213529, 242270), (236193, 228978), (217370, 236193), (246144, 218895)]
+    rounds = [_round(bench, i + 1, _side(bench, "Apache", 17000, a, 700000), _side(bench, "rmqd serve", 23000, r, 700000))
+              for i, (a, r) in enumerate(consume)]
+    out = bench.compare_report(ARGS, rounds)
+    assert _row(out, "consume TPS")[1:] == ["236,193", "228,978", "0.97x"]
+    assert "order: 3 Apache-first and 2 rmqd-first rounds counted" in out
+    # first: Apache's median of 236,768 / 236,193 / 246,144 against rmqd's of 242,270 / 236,193
+    assert "- consume TPS: first 236,768 / 239,232 = 1.01x; second 215,450 / 218,895 = 1.02x" in out
+    assert "- send TPS: first 17,000 / 23,000 = 1.35x; second 17,000 / 23,000 = 1.35x" in out
+    balanced = bench.compare_report(ARGS, rounds[:4])
+    assert "like positions (each broker's median where it ran first, and where it ran second):" in balanced
+    assert "order:" not in balanced
+    assert "like positions" not in bench.compare_report(ARGS, rounds[:1])  # one order only: nothing to match
