@@ -71,6 +71,7 @@ class Side:
     broker_cpu_s: float | None = None
     producer: dict = field(default_factory=dict)
     consumer: dict = field(default_factory=dict)
+    load_before: float | None = None  # 1-minute load average when this broker's run began
 
 
 def build(classpath: str) -> str:
@@ -164,7 +165,7 @@ def measure(side: Side, endpoints: str, namesrv: str, cp: str, workdir: Path, ar
 def run_apache(cp: str, base: Path, args: Any) -> Side:
     from apache5_rocketmq import ApacheRocketMQ5
 
-    side = Side("Apache RocketMQ 5.3.3 proxy (local mode)")
+    side = Side("Apache RocketMQ 5.3.3 proxy (local mode)", load_before=os.getloadavg()[0])
     broker = ApacheRocketMQ5(base / "apache5", broker_conf={
         "mappedFileSizeCommitLog": str(1 << 30), "mappedFileSizeConsumeQueue": str(300_000 * 20),
         "flushDiskType": "ASYNC_FLUSH"})
@@ -182,7 +183,7 @@ def run_apache(cp: str, base: Path, args: Any) -> Side:
 def run_rmqd(cp: str, base: Path, args: Any) -> Side:
     from compat_harness import RmqdServer, free_port
 
-    side = Side("rmqd serve")
+    side = Side("rmqd serve", load_before=os.getloadavg()[0])
     grpc_port = free_port()
     conf = base / "rmqd-broker.conf"
     conf.write_text(f"grpcServerPort={grpc_port}\n")
@@ -252,7 +253,34 @@ def report(args: Any, rounds: list[tuple[Side, Side]]) -> str:
         f"{sum(r.consumer.get('received', 0) for _, r in rounds)}",
         "", f"| measure | {a0.label} | {r0.label} | rmqd / Apache |", "| --- | --- | --- | --- |",
     ]
-    return "\n".join(head + body)
+    return "\n".join(head + body + _rounds(rounds, f))
+
+
+def _rounds(rounds: list[tuple[Side, Side]], f: Callable[[float | None, str], str]) -> list[str]:
+    """Each round's own figures and, with both orders among them, each broker's median where it ran
+    first and where it ran second: the broker run second starts on a box still busy from the
+    first, so like positions are the fair comparison (an odd number of rounds is not balanced)."""
+    if len(rounds) < 2:
+        return []
+    tps = (("send TPS", lambda s: s.producer.get("tps")), ("receive+ack TPS", lambda s: s.consumer.get("tps")))
+    out = [""]
+    for i, (a, r) in enumerate(rounds):
+        figures = "; ".join(f"{name} {f(get(a), ',.0f')} / {f(get(r), ',.0f')} = {f(_ratio(get(a), get(r)), '.2f')}x"
+                            for name, get in tps)
+        out.append(f"round {i + 1} ({'Apache' if i % 2 == 0 else 'rmqd'} first): load average "
+                   f"{f(a.load_before, '.2f')} / {f(r.load_before, '.2f')} before each; {figures}")
+    a_first, r_first = rounds[0::2], rounds[1::2]
+    out.append("like positions (each broker's median where it ran first, and where it ran second"
+               + (f"; {len(a_first)} Apache-first and {len(r_first)} rmqd-first rounds):"
+                  if len(a_first) != len(r_first) else "):"))
+    for name, get in tps:
+        parts = []
+        for pos, a_rounds, r_rounds in (("first", a_first, r_first), ("second", r_first, a_first)):
+            x = _median([get(a) for a, _ in a_rounds])
+            y = _median([get(r) for _, r in r_rounds])
+            parts.append(f"{pos} {f(x, ',.0f')} / {f(y, ',.0f')} = {f(_ratio(x, y), '.2f')}x")
+        out.append(f"- {name}: " + "; ".join(parts))
+    return out
 
 
 def compare(args: Any) -> int:
