@@ -21,6 +21,7 @@ import collections
 import enum
 import logging
 import random
+import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol, Sequence
@@ -43,7 +44,8 @@ from rmqd.store.subscription_group import SubscriptionGroupManager
 from rmqd.store.topic_config import TopicConfigManager
 from rmqd.wire.bodies import TopicConfig
 from rmqd.wire.codes import ResponseCode
-from rmqd.wire.message import decode_record, encode_properties_java, encode_record
+from rmqd.wire.message import (SYSFLAG_POSITION, MessageSysFlag, decode_record, encode_properties_java, encode_record,
+                               record_head_reader)
 from rmqd.wire.names import RETRY_GROUP_TOPIC_PREFIX, topic_remark
 from rmqd.wire.pop import (
     CONSUME_INIT_MODE_MAX, CONSUME_INIT_MODE_MIN, MAX_POP_NUMS, POP_ORDER_REVIVE_QUEUE, PROPERTY_POP_CK, BatchAck,
@@ -52,6 +54,19 @@ from rmqd.wire.pop import (
     queue_id_order_count_item, queue_offset_order_count_item, real_topic_of_kind, revive_topic,
     start_offset_info_item,
 )
+
+# A pop needs two fields of each record it hands out: read in place at the record's own layout
+# (keyed by the sysFlag's host-size bits), not a decode of the whole record and its properties.
+_HOST_V6_BITS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+_POPPED_HEAD = record_head_reader(("physical_offset", "reconsume_times"))
+_SYS_FLAG = struct.Struct(">i")
+
+
+def popped_head(buf: bytes | memoryview) -> tuple[int, int]:
+    """(physical offset, reconsume times) of a stored record, read where its layout puts them."""
+    (sys_flag,) = _SYS_FLAG.unpack_from(buf, SYSFLAG_POSITION)
+    physical_offset, reconsume_times = _POPPED_HEAD[sys_flag & _HOST_V6_BITS].unpack_from(buf, 0)
+    return physical_offset, reconsume_times
 
 log = logging.getLogger("rmqd.pop")
 
@@ -62,6 +77,7 @@ FIFO_RECHECK_S = 0.5
 __all__ = [
     "AckEntry", "ChangeInvisibleResult", "PopBroker", "PopError", "PopResult", "PopService",
     "PopStatus", "PoppedMessage", "ExtraInfo", "parse_extra_info", "MAX_POP_NUMS", "CONSUME_INIT_MODE_MAX",
+    "popped_head",
 ]
 
 
@@ -701,8 +717,7 @@ class PopService:
                 is_retry: bool) -> PoppedMessage:
         extra = build_extra_info(ck_offset, pop.pop_time, pop.invisible_time, pop.revive_qid, topic, self.broker_name,
                                  queue_id, queue_offset)
-        rec = decode_record(buf, 0, read_body=False)
-        reconsume = rec.reconsume_times
+        physical_offset, reconsume = popped_head(buf)
         if pop.fifo:
             count = pop.order_counts.get((topic, queue_id, queue_offset))
             if count is None:
@@ -713,7 +728,7 @@ class PopService:
         if is_retry and not getattr(self.broker.broker_config, "popResponseReturnActualRetryTopic", False):
             record = recode_retry_record(buf, pop.request_topic, extra)
         return PoppedMessage(record=record, topic=topic, queue_id=queue_id, queue_offset=queue_offset,
-                             commit_log_offset=rec.physical_offset, reconsume_times=reconsume, extra_info=extra,
+                             commit_log_offset=physical_offset, reconsume_times=reconsume, extra_info=extra,
                              retry=is_retry)
 
     async def _dead_letter_exhausted(self, group: str, topic: str, result: PopResult, max_attempts: int) -> None:

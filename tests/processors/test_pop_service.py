@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker_harness import BROKER_NAME, CLUSTER, Harness, run_with_broker
-from rmqd.processors.pop import AckEntry, PopError, PopStatus
+from rmqd.processors.pop import AckEntry, PopError, PopStatus, popped_head
 from rmqd.wire import fastjson
 from rmqd.wire.codes import RequestCode, ResponseCode
-from rmqd.wire.message import decode_messages, decode_record
+from rmqd.wire.message import decode_messages, decode_record, encode_record
 from rmqd.wire.pop import (
     POP_ORDER_REVIVE_QUEUE, PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK, BatchAck, encode_batch_ack_body,
     parse_extra_info, pop_retry_topic,
@@ -299,3 +301,19 @@ def test_recover_offsets_moves_stale_offsets_past_the_checkpoints(tmp_path: Path
         assert again.messages == []
 
     run_with_broker(tmp_path, scenario)
+
+
+@settings(max_examples=200, deadline=None)
+@given(born_v6=st.booleans(), store_v6=st.booleans(), physical_offset=st.integers(0, 2**63 - 1),
+       reconsume=st.integers(-2**31, 2**31 - 1), topic=st.sampled_from(["t", "x" * 130]))
+def test_popped_head_reads_what_a_decode_reads(born_v6: bool, store_v6: bool, physical_offset: int, reconsume: int,
+                                               topic: str) -> None:
+    """A pop reads a record's commit-log offset and reconsume times in place: at the offsets
+    each host-size combination (and either magic) puts them, the same as a whole decode."""
+    rec = encode_record(queue_id=3, flag=0, queue_offset=9, physical_offset=physical_offset, sys_flag=0,
+                        born_timestamp=1, born_ip=bytes(16 if born_v6 else 4), born_port=5, store_timestamp=2,
+                        store_ip=bytes(range(16)) if store_v6 else b"\x7f\0\0\1", store_port=10911,
+                        reconsume_times=reconsume, prepared_transaction_offset=0, body=b"b" * 7, topic=topic,
+                        properties={"TAGS": "A"})
+    whole = decode_record(rec)
+    assert popped_head(memoryview(rec)) == (whole.physical_offset, whole.reconsume_times) == (physical_offset, reconsume)
