@@ -32,7 +32,7 @@ from rmqd.processors.pop import PopError, PopStatus
 from rmqd.processors.pull import SubscriptionParseError, build_subscription_data
 from rmqd.wire.grpc import CallClosedError, GrpcStatus
 from rmqd.wire.message import decode_record
-from rmqd.wire.pop import real_topic_of_kind
+from rmqd.wire.pop import ExtraInfo, real_topic_of_kind
 from rmqd.wire.rocketmq_v2 import Code, FilterType, pb
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ MAX_RENEW_RETRY_TIMES = 3
 INVISIBLE_TIME_MS_WHEN_CLEAR = 1000
 #: RenewStrategyPolicy: how far each renewal pushes the deadline
 RENEW_NEXT_MS = (60_000, 180_000, 300_000, 600_000, 1_800_000, 3_600_000)
+#: an entry's OK status, copied into each acked entry (one Status built, not one per ack)
+_OK_STATUS = status(Code.OK)
 
 
 def _now_ms() -> int:
@@ -93,6 +95,12 @@ class ReceiptHandle:
         return " ".join(str(p) for p in (self.start_offset, self.retrieve_time, self.invisible_time,
                                          self.revive_qid, self.topic_type, self.broker_name, self.queue_id,
                                          self.offset))
+
+    def extra(self) -> ExtraInfo:
+        """``extra_info`` as the broker parses it, without writing it out (PopService checks it
+        as it checks the text)."""
+        return ExtraInfo(self.start_offset, self.retrieve_time, self.invisible_time, self.revive_qid, self.topic_type,
+                         self.broker_name, self.queue_id, self.offset)
 
     def encode(self) -> str:
         return f"{self.extra_info} {self.commit_log_offset}"
@@ -337,10 +345,10 @@ class ConsumerActivity:
                 try:
                     wait = self._pop_service().ack_now(group=group, topic=handle.real_topic(topic, group),
                                                        queue_id=handle.queue_id, offset=handle.offset,
-                                                       extra_info=handle.extra_info)
+                                                       extra_info=handle.extra())
                     if wait is not None:
                         pending.append(wait)
-                    result.status.CopyFrom(status(Code.OK))
+                    result.status.CopyFrom(_OK_STATUS)
                 except PopError:
                     result.status.CopyFrom(status(Code.INTERNAL_SERVER_ERROR, "ack failed: status is abnormal"))
             except ProxyError as exc:

@@ -50,7 +50,7 @@ from rmqd.wire.names import RETRY_GROUP_TOPIC_PREFIX, topic_remark
 from rmqd.wire.pop import (
     CONSUME_INIT_MODE_MAX, CONSUME_INIT_MODE_MIN, MAX_POP_NUMS, POP_ORDER_REVIVE_QUEUE, PROPERTY_POP_CK, BatchAck,
     ExtraInfo,
-    ExtraInfoError, build_extra_info, msg_offset_info_item, parse_extra_info, pop_retry_topic,
+    ExtraInfoError, build_extra_info, checked_extra_info, msg_offset_info_item, parse_extra_info, pop_retry_topic,
     queue_id_order_count_item, queue_offset_order_count_item, real_topic_of_kind, revive_topic,
     start_offset_info_item,
 )
@@ -454,8 +454,10 @@ class PopService:
                                          f"topicConfig.readQueueNums:[{tc.readQueueNums}] consumer:[]")
         return tc
 
-    def _extra(self, extra_info: str) -> ExtraInfo:
+    def _extra(self, extra_info: str | ExtraInfo) -> ExtraInfo:
         try:
+            if isinstance(extra_info, ExtraInfo):
+                return checked_extra_info(extra_info)
             return parse_extra_info(extra_info)
         except ExtraInfoError as exc:
             raise PopError(ResponseCode.INVALID_PARAMETER, f"extraInfo is illegal: {exc}") from None
@@ -759,9 +761,10 @@ class PopService:
             await pending
 
     def ack_now(self, *, group: str, topic: str, queue_id: int, offset: int,
-                extra_info: str) -> Awaitable[None] | None:
+                extra_info: str | ExtraInfo) -> Awaitable[None] | None:
         """``ack`` up to its only wait: None when the ack is done, else what to await before
-        answering (an orderly ack's new offset becoming durable)."""
+        answering (an orderly ack's new offset becoming durable). ``extra_info`` parsed already
+        (the proxy's receipt handle) is checked as its text would be."""
         self._check_ack(topic, queue_id, offset)
         x = self._extra(extra_info)
         if x.order:

@@ -173,6 +173,25 @@ def _java_long(text: str, what: str) -> int:
     return value
 
 
+_LONG_MIN, _LONG_MAX, _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1, -(2**31), 2**31 - 1
+
+
+def checked_extra_info(x: ExtraInfo) -> ExtraInfo:
+    """``x`` when ``parse_extra_info`` would accept its text, else ExtraInfoError: the same checks
+    on fields already numbers (the proxy's receipt handle holds them parsed, so an ack need not
+    write them out and read them back)."""
+    if x.kind not in (NORMAL_TOPIC, RETRY_TOPIC_V1, RETRY_TOPIC_V2):
+        raise ExtraInfoError("getRetry fail, format is wrong")
+    if not (_INT_MIN <= x.revive_qid <= _INT_MAX and _INT_MIN <= x.queue_id <= _INT_MAX):
+        raise ExtraInfoError("extraInfo reviveQid/queueId is not an int")
+    if not (_LONG_MIN <= x.ck_queue_offset <= _LONG_MAX and _LONG_MIN <= x.pop_time <= _LONG_MAX
+            and _LONG_MIN <= x.invisible_time <= _LONG_MAX and _LONG_MIN <= x.queue_offset <= _LONG_MAX):
+        raise ExtraInfoError("extraInfo field is out of range")
+    if KEY_SEPARATOR in x.broker_name:
+        raise ExtraInfoError("extraInfo brokerName holds a separator")
+    return x
+
+
 def parse_extra_info(text: str | None) -> ExtraInfo:
     """``ExtraInfoUtil.split`` and its getters; at least the first seven fields must be there
     (what an ack or change-invisible-time reads), the eighth is optional."""
@@ -348,7 +367,8 @@ __all__ = [
     "ExtraInfo", "ExtraInfoError", "KEY_SEPARATOR", "MAX_POP_NUMS", "NORMAL_TOPIC", "POP_ORDER_REVIVE_QUEUE",
     "PROPERTY_FIRST_POP_TIME", "PROPERTY_POP_CK", "PROPERTY_POP_CK_OFFSET", "PROPERTY_TIMER_DELIVER_MS",
     "RETRY_QUEUE_NUM", "RETRY_TOPIC_V1", "RETRY_TOPIC_V2", "REVIVE_GROUP", "REVIVE_TOPIC_PREFIX", "SECOND_MS", "SPLIT",
-    "build_extra_info", "is_pop_retry_topic_v2", "msg_offset_info_item", "parse_extra_info", "parse_normal_topic",
+    "build_extra_info", "checked_extra_info", "is_pop_retry_topic_v2", "msg_offset_info_item", "parse_extra_info",
+    "parse_normal_topic",
     "parse_offset_info", "pop_retry_topic", "pop_retry_topic_v1", "pop_retry_topic_v2", "queue_id_order_count_item",
     "queue_offset_order_count_item", "real_topic_of_kind", "revive_topic", "start_offset_info_item", "topic_kind",
 ]

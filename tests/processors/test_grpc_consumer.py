@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker_harness import Harness, run_with_broker
 from grpc_support import V2Client, resource
@@ -16,7 +18,7 @@ from rmqd.processors.grpc_consumer import RENEW_AHEAD_MS, ReceiptHandle
 from rmqd.processors.pop import ChangeInvisibleResult, PopError, PoppedMessage, PopResult, PopStatus
 from rmqd.wire.bodies import TopicConfig
 from rmqd.wire.message import encode_record, ip_to_bytes
-from rmqd.wire.pop import build_extra_info
+from rmqd.wire.pop import ExtraInfoError, build_extra_info, checked_extra_info, parse_extra_info
 from rmqd.wire.rocketmq_v2 import ClientType, Code, pb
 
 
@@ -143,7 +145,7 @@ def test_receive_ack_change_dlq_and_renewal(tmp_path: Path) -> None:
         assert pop_call["group"] == "GroupC" and pop_call["max_attempts"] == 17 and pop_call["queue_id"] == -1
         assert 5000 <= pop_call["poll_time_ms"] <= 20000
         (ack_call,) = [kw for name, kw in fake.calls if name == "ack"]
-        assert ack_call["offset"] == 0 and ack_call["extra_info"] == handle.extra_info
+        assert ack_call["offset"] == 0 and ack_call["extra_info"] == handle.extra()
 
     run_with_broker(tmp_path, body, timeout=60)
 
@@ -193,3 +195,26 @@ def test_auto_renewal_extends_and_clears(tmp_path: Path) -> None:
         assert not service.consumer.receipts.groups
 
     run_with_broker(tmp_path, body, timeout=60)
+
+
+_longs = st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**70), 2**70), st.integers(-(2**31) - 2, 2**31 + 1))
+
+
+@settings(deadline=None, max_examples=400)
+@given(st.builds(ReceiptHandle, start_offset=_longs, retrieve_time=_longs, invisible_time=_longs, revive_qid=_longs,
+                 topic_type=st.sampled_from(["0", "1", "2", "3", "", "01"]),
+                 broker_name=st.text(alphabet=st.characters(blacklist_characters=" "), max_size=12),
+                 queue_id=_longs, offset=_longs))
+def test_an_ack_checks_the_parsed_handle_as_its_text(handle: ReceiptHandle) -> None:
+    """An ack hands the pop service the handle's fields parsed (``extra()``); it must accept and
+    refuse exactly what the written-out text (``extra_info``, which decode never lets hold a
+    space inside a field) would give."""
+    try:
+        want = parse_extra_info(handle.extra_info)
+    except ExtraInfoError:
+        want = None
+    try:
+        got = checked_extra_info(handle.extra())
+    except ExtraInfoError:
+        got = None
+    assert got == want
