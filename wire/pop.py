@@ -163,24 +163,27 @@ def build_extra_info(ck_queue_offset: int, pop_time: int, invisible_time: int, r
                      queue_id, -1 if queue_offset is None else queue_offset).encode()
 
 
+#: Java's long and int ranges: what Long.parseLong / an int field accept
+_LONG_MIN, _LONG_MAX, _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1, -(2**31), 2**31 - 1
+#: the extra info's topic kinds (ExtraInfoUtil.getRetry)
+_KINDS = (NORMAL_TOPIC, RETRY_TOPIC_V1, RETRY_TOPIC_V2)
+
+
 def _java_long(text: str, what: str) -> int:
     body = text[1:] if text[:1] in "+-" else text
     if not body or not body.isascii() or not body.isdigit():
         raise ExtraInfoError(f"extraInfo {what} is not a number: {text[:40]!r}")
     value = int(text)
-    if not -(2**63) <= value < 2**63:
+    if not _LONG_MIN <= value <= _LONG_MAX:
         raise ExtraInfoError(f"extraInfo {what} is out of range: {text[:40]!r}")
     return value
-
-
-_LONG_MIN, _LONG_MAX, _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1, -(2**31), 2**31 - 1
 
 
 def checked_extra_info(x: ExtraInfo) -> ExtraInfo:
     """``x`` when ``parse_extra_info`` would accept its text, else ExtraInfoError: the same checks
     on fields already numbers (the proxy's receipt handle holds them parsed, so an ack need not
     write them out and read them back)."""
-    if x.kind not in (NORMAL_TOPIC, RETRY_TOPIC_V1, RETRY_TOPIC_V2):
+    if x.kind not in _KINDS:
         raise ExtraInfoError("getRetry fail, format is wrong")
     if not (_INT_MIN <= x.revive_qid <= _INT_MAX and _INT_MIN <= x.queue_id <= _INT_MAX):
         raise ExtraInfoError("extraInfo reviveQid/queueId is not an int")
@@ -201,11 +204,11 @@ def parse_extra_info(text: str | None) -> ExtraInfo:
     if len(parts) < 7:
         raise ExtraInfoError(f"extraInfo has {len(parts)} fields, at least 7 are needed")
     kind = parts[4]
-    if kind not in (NORMAL_TOPIC, RETRY_TOPIC_V1, RETRY_TOPIC_V2):
+    if kind not in _KINDS:
         raise ExtraInfoError("getRetry fail, format is wrong")
     revive_qid = _java_long(parts[3], "reviveQid")
     queue_id = _java_long(parts[6], "queueId")
-    if not -(2**31) <= revive_qid < 2**31 or not -(2**31) <= queue_id < 2**31:
+    if not _INT_MIN <= revive_qid <= _INT_MAX or not _INT_MIN <= queue_id <= _INT_MAX:
         raise ExtraInfoError("extraInfo reviveQid/queueId is not an int")
     return ExtraInfo(
         ck_queue_offset=_java_long(parts[0], "ckQueueOffset"), pop_time=_java_long(parts[1], "popTime"),
