@@ -286,7 +286,9 @@ class GrpcConnection:
         self._fast = FastInbound(self.h2, server.fast_paths, server.max_message_size, MAX_CONCURRENT_STREAMS,
                                  window_ack=INITIAL_WINDOW_SIZE)
         self.calls: dict[int, GrpcCall] = {}
-        self._send_lock = trio.Lock()
+        #: one writer at a time (a Semaphore, not a Lock: trio's Lock checks its owner task's
+        #: coroutine with inspect.getcoroutinestate, which a Cython-compiled coroutine fails)
+        self._send_lock = trio.Semaphore(1)
         self.closed = False
         self.last_activity = trio.current_time()
         self._conn_window = trio.Event()
@@ -318,7 +320,7 @@ class GrpcConnection:
         and a socket that takes it all, no scheduling point: the read loop's answers go out
         in one send."""
         lock = self._send_lock
-        if lock.locked():
+        if not lock.value:
             await lock.acquire()
         else:
             lock.acquire_nowait()

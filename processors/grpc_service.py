@@ -154,7 +154,7 @@ class _TelemetryStream:
 
     def __init__(self, call: Call) -> None:
         self.call = call
-        self._lock = trio.Lock()
+        self._lock = trio.Semaphore(1)  # not a Lock: see GrpcConnection._send_lock
 
     async def write(self, command: "pb.TelemetryCommand") -> None:
         async with self._lock:

@@ -45,6 +45,17 @@ MODULES: tuple[str, ...] = (
     "rmqd.store.stats",
     "rmqd.store.broker_stats",
     "rmqd.wire.names",
+    # the gRPC transport and the 5.x consumption path (every call's task or inline answer, POP)
+    "rmqd.broker.grpc_server",
+    "rmqd.wire.grpc",
+    "rmqd.processors.grpc_service",
+    "rmqd.processors.grpc_consumer",
+    "rmqd.processors.grpc_convert",
+    "rmqd.processors.grpc_common",
+    "rmqd.processors.grpc_clients",
+    "rmqd.processors.pop",
+    "rmqd.store.pop",
+    "rmqd.wire.pop",
 )
 
 _ENV_PURE = "RMQD_PURE"
