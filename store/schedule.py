@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 from rmqd.store.commitlog import SCHEDULE_TOPIC, MessageExtBrokerInner
 from rmqd.store.config_files import ConfigManager, config_path
+from rmqd.store.consumequeue import CQ_STORE_UNIT_SIZE, ConsumeQueue
 from rmqd.store.delay_offset import DelayOffsetManager
 from rmqd.wire.message import MessageConst, MessageRecord, MessageSysFlag, encode_properties, encode_properties_java
 
@@ -426,29 +427,36 @@ class ScheduleMessageService:
         cq = self.store.get_consume_queue(TIMER_TOPIC, 0)
         if cq is not None:
             while True:
-                unit = cq.get_unit(self._timer_scan)
-                if unit is None:
+                # the units written since the last round, read at once from the queue's mapping:
+                # a unit at a time reads an unmapped file with four system calls, each letting
+                # the broker's loop thread wait on the GIL (every POP ack passes through here)
+                view = cq.get_index_buffer(self._timer_scan)
+                if view is None:
                     lo = cq.get_min_offset_in_queue()
                     if lo > self._timer_scan:
                         self._timer_scan = lo
                         continue
                     break
-                phy, size, _tags = unit
-                off = self._timer_scan
-                self._timer_scan += 1
-                if size == 0x7FFFFFFF or off in self.timer.delivered:
-                    continue
-                rec = self.store.look_message_by_offset(phy, size)
-                if rec is None:
-                    continue
-                try:
-                    deliver = int(rec.properties.get(PROPERTY_TIMER_OUT_MS, "0"))
-                except ValueError:
-                    deliver = 0
-                imported = self.timer.imported
-                if imported is not None and off < imported[1] and deliver < imported[0]:
-                    continue  # a 5.x broker's timer delivered it already (its timercheck)
-                heapq.heappush(self._timer_heap, (deliver, off, phy, size))
+                with view:
+                    units = bytes(view)
+                if len(units) < CQ_STORE_UNIT_SIZE:  # a unit still being written
+                    break
+                for phy, size, _tags in ConsumeQueue.iter_buffer(units):
+                    off = self._timer_scan
+                    self._timer_scan += 1
+                    if size == 0x7FFFFFFF or off in self.timer.delivered:
+                        continue
+                    rec = self.store.look_message_by_offset(phy, size)
+                    if rec is None:
+                        continue
+                    try:
+                        deliver = int(rec.properties.get(PROPERTY_TIMER_OUT_MS, "0"))
+                    except ValueError:
+                        deliver = 0
+                    imported = self.timer.imported
+                    if imported is not None and off < imported[1] and deliver < imported[0]:
+                        continue  # a 5.x broker's timer delivered it already (its timercheck)
+                    heapq.heappush(self._timer_heap, (deliver, off, phy, size))
         heap = self._timer_heap
         while heap and heap[0][0] <= now:
             deliver, off, phy, size = heap[0]

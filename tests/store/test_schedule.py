@@ -232,6 +232,34 @@ def test_timer_messages_deliver_in_time_order_across_restart(harness: Harness) -
     assert len(harness.messages("TT", 1)) == 3
 
 
+def test_timer_queue_is_read_in_runs_across_its_files(harness: Harness) -> None:
+    """The timer queue is read a run of units at a time from its mapping (a POP ack passes through
+    it): units over three consume-queue files (300 each here), some written after a round, are
+    each delivered once and in time order."""
+    now = int(time.time() * 1000)
+    bodies = [f"{i:04d}".encode() for i in range(700)]
+    for i, body in enumerate(bodies[:400]):
+        harness.send("TT", 0, body, **{PROPERTY_TIMER_DELIVER_MS: str(now + 10_000 + (i * 7919) % 9000)})
+    harness.service.tick(now + 1000)
+    assert harness.messages("TT", 0) == []
+    assert len(harness.service._timer_heap) == 400
+    for i, body in enumerate(bodies[400:], 400):
+        harness.send("TT", 0, body, **{PROPERTY_TIMER_DELIVER_MS: str(now + 10_000 + (i * 7919) % 9000)})
+    assert len(harness.store.get_consume_queue(TIMER_TOPIC, 0).files) == 3
+    harness.service.tick(now + 30_000)
+    harness.store.wait_dispatched()
+    out = []
+    while r := harness.store.get_message("g", "TT", 0, len(out), 32):
+        if not r.message_buffers:
+            break
+        out += [decode_record(b) for b in r.message_buffers]
+    assert sorted(m.body for m in out) == bodies
+    times = [int(m.properties["TIMER_OUT_MS"]) for m in out]
+    assert times == sorted(times)
+    harness.service.tick(now + 60_000)
+    harness.store.wait_dispatched()
+    assert harness.store.get_max_offset_in_queue("TT", 0) == 700
+
 # ---- the real 4.9.8 store: the pending level-18 message ------------------------------------
 
 def test_fixture_pending_level_18_message(tmp_path: Path) -> None:
