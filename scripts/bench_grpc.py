@@ -4,7 +4,8 @@ The load (scripts/bench_java/GrpcBenchmark.java, the 5.x Java client rocketmq-cl
 THREADS producers sending 1 KiB bodies synchronously for SECONDS after a warm-up, then a
 SimpleConsumer (THREADS threads, batches of 32, an ack per message) on the backlog. One broker at
 a time, on the same machine as the client; per side also the time from start to the first gRPC
-answer and the idle and peak resident set size. Rounds alternate the brokers' order; the table
+answer and the idle and peak resident set size. Rounds alternate the brokers' order; each broker
+runs on a synced page cache and a quiet machine, and its store goes when its run ends. The table
 gives medians and rmqd / Apache ratios, with the date, the machine and the load average.
 
 The brokers are started as a user would: Apache with compat_tests/apache5_rocketmq.py (the name
@@ -72,6 +73,32 @@ class Side:
     producer: dict = field(default_factory=dict)
     consumer: dict = field(default_factory=dict)
     load_before: float | None = None  # 1-minute load average when this broker's run began
+    busy_before: float | None = None  # cores the machine kept busy in the second before it began
+
+
+def _busy_seconds() -> float | None:
+    """CPU seconds the whole machine has spent busy (/proc/stat: all but idle and iowait)."""
+    try:
+        v = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+        return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def settle(max_wait: float = 30.0, quiet_cores: float = 0.25) -> float | None:
+    """Before a broker's run: what the previous run left dirty in the page cache written out, then
+    up to ``max_wait`` s for the machine to go quiet (under ``quiet_cores`` busy over a second), so
+    that neither broker runs on the other's leftovers (the 1-minute load average lags far behind).
+    Returns the busy cores of the last second."""
+    os.sync()
+    deadline = time.monotonic() + max_wait
+    while True:
+        b0 = _busy_seconds()
+        time.sleep(1.0)
+        b1 = _busy_seconds()
+        busy = None if b0 is None or b1 is None else b1 - b0
+        if busy is None or busy <= quiet_cores or time.monotonic() >= deadline:
+            return busy
 
 
 def build(classpath: str) -> str:
@@ -165,7 +192,8 @@ def measure(side: Side, endpoints: str, namesrv: str, cp: str, workdir: Path, ar
 def run_apache(cp: str, base: Path, args: Any) -> Side:
     from apache5_rocketmq import ApacheRocketMQ5
 
-    side = Side("Apache RocketMQ 5.3.3 proxy (local mode)", load_before=os.getloadavg()[0])
+    busy = settle()
+    side = Side("Apache RocketMQ 5.3.3 proxy (local mode)", load_before=os.getloadavg()[0], busy_before=busy)
     broker = ApacheRocketMQ5(base / "apache5", broker_conf={
         "mappedFileSizeCommitLog": str(1 << 30), "mappedFileSizeConsumeQueue": str(300_000 * 20),
         "flushDiskType": "ASYNC_FLUSH"})
@@ -183,7 +211,8 @@ def run_apache(cp: str, base: Path, args: Any) -> Side:
 def run_rmqd(cp: str, base: Path, args: Any) -> Side:
     from compat_harness import RmqdServer, free_port
 
-    side = Side("rmqd serve", load_before=os.getloadavg()[0])
+    busy = settle()
+    side = Side("rmqd serve", load_before=os.getloadavg()[0], busy_before=busy)
     grpc_port = free_port()
     conf = base / "rmqd-broker.conf"
     conf.write_text(f"grpcServerPort={grpc_port}\n")
@@ -268,7 +297,8 @@ def _rounds(rounds: list[tuple[Side, Side]], f: Callable[[float | None, str], st
         figures = "; ".join(f"{name} {f(get(a), ',.0f')} / {f(get(r), ',.0f')} = {f(_ratio(get(a), get(r)), '.2f')}x"
                             for name, get in tps)
         out.append(f"round {i + 1} ({'Apache' if i % 2 == 0 else 'rmqd'} first): load average "
-                   f"{f(a.load_before, '.2f')} / {f(r.load_before, '.2f')} before each; {figures}")
+                   f"{f(a.load_before, '.2f')} / {f(r.load_before, '.2f')}, busy cores {f(a.busy_before, '.2f')} / "
+                   f"{f(r.busy_before, '.2f')} before each; {figures}")
     a_first, r_first = rounds[0::2], rounds[1::2]
     out.append("like positions (each broker's median where it ran first, and where it ran second"
                + (f"; {len(a_first)} Apache-first and {len(r_first)} rmqd-first rounds):"
@@ -305,7 +335,10 @@ def compare(args: Any) -> int:
             for who in order:
                 print(f"bench --grpc: {'Apache RocketMQ 5.3.3' if who == 'apache' else 'rmqd'} (round {i + 1})",
                       file=sys.stderr, flush=True)
-                got[who] = run_apache(cp, run_dir, args) if who == "apache" else run_rmqd(cp, run_dir, args)
+                side_dir = run_dir / who  # removed as soon as its run ends: no store outlives its broker
+                side_dir.mkdir()
+                got[who] = run_apache(cp, side_dir, args) if who == "apache" else run_rmqd(cp, side_dir, args)
+                shutil.rmtree(side_dir, ignore_errors=True)
             rounds.append((got["apache"], got["rmqd"]))
             shutil.rmtree(run_dir, ignore_errors=True)
     except BenchError as e:
