@@ -69,6 +69,7 @@ PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
 RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TIMER_PROGRESS_JSON = "rmqdTimerOffset.json"
 
+_LEVEL_RUN_BYTES = 1024 * CQ_STORE_UNIT_SIZE  # at most this much of a level's queue copied per read
 DELAY_FOR_A_WHILE = 100  # ms between rounds when something is pending (RocketMQ's value)
 IDLE_WAIT = 100  # ms: new delayed messages are looked at this often (RocketMQ polls every 100 ms)
 _TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE  # MessageSysFlag.getTransactionValue's mask
@@ -386,8 +387,10 @@ class ScheduleMessageService:
         delay = self.delay_level_table[level]
         wake = now + IDLE_WAIT
         while True:
-            unit = cq.get_unit(offset)
-            if unit is None:
+            # a run of units at once from the queue's mapping, as the timer queue is read: a unit
+            # at a time reads an unmapped file with four system calls, each a GIL wait for the loop
+            view = cq.get_index_buffer(offset)
+            if view is None:
                 lo, hi = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
                 if lo > offset:
                     offset = lo
@@ -395,28 +398,37 @@ class ScheduleMessageService:
                 if hi < offset:
                     offset = hi
                 break
-            phy, size, tags_code = unit
-            if size == 0x7FFFFFFF:  # pre-blank unit of a queue that starts mid-file
-                offset += 1
-                continue
-            deliver = tags_code if tags_code <= now + delay else now  # correctDeliverTimestamp
-            if deliver > now:
-                wake = min(wake, deliver)
+            with view:
+                units = bytes(view[:_LEVEL_RUN_BYTES])
+            if len(units) < CQ_STORE_UNIT_SIZE:  # a unit still being written
                 break
-            rec = self.store.look_message_by_offset(phy, size)
-            if rec is not None:
-                inner = message_timeup(rec)
-                if inner.topic != RMQ_SYS_TRANS_HALF_TOPIC:
-                    result = self.store.put_message(inner)
-                    if result is None or not result.is_ok():
-                        log.warning("schedule: delivering level %d offset %d failed: %s", level, offset,
-                                    getattr(result, "putMessageStatus", None))
-                        wake = now + DELAY_FOR_A_WHILE
-                        break
-                    if self.on_delivered is not None and result.appendMessageResult is not None:
-                        a = result.appendMessageResult
-                        self.on_delivered(level, inner.topic, a.msgNum, a.wroteBytes)
-            offset += 1
+            stop = False
+            for phy, size, tags_code in ConsumeQueue.iter_buffer(units):
+                if size == 0x7FFFFFFF:  # pre-blank unit of a queue that starts mid-file
+                    offset += 1
+                    continue
+                deliver = tags_code if tags_code <= now + delay else now  # correctDeliverTimestamp
+                if deliver > now:
+                    wake = min(wake, deliver)
+                    stop = True
+                    break
+                rec = self.store.look_message_by_offset(phy, size)
+                if rec is not None:
+                    inner = message_timeup(rec)
+                    if inner.topic != RMQ_SYS_TRANS_HALF_TOPIC:
+                        result = self.store.put_message(inner)
+                        if result is None or not result.is_ok():
+                            log.warning("schedule: delivering level %d offset %d failed: %s", level, offset,
+                                        getattr(result, "putMessageStatus", None))
+                            wake = now + DELAY_FOR_A_WHILE
+                            stop = True
+                            break
+                        if self.on_delivered is not None and result.appendMessageResult is not None:
+                            a = result.appendMessageResult
+                            self.on_delivered(level, inner.topic, a.msgNum, a.wroteBytes)
+                offset += 1
+            if stop:
+                break
         if offset != start:
             self.offsets.update_offset(level, offset)
             self._dirty = True

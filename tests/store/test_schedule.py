@@ -121,6 +121,44 @@ def test_levels_are_independent_and_ordered(harness: Harness) -> None:
     assert [m.body for m in harness.messages("T", 0)] == [b"a", b"c", b"b"]
 
 
+def test_level_queue_is_read_in_runs_across_its_files(harness: Harness, monkeypatch) -> None:
+    """A delay level's queue is read a run of units at a time (capped; 7 units here) from its
+    mapping: units over three consume-queue files (300 each here), some written after a round and
+    not yet due, are each delivered once, in queue order, and none before its time."""
+    import rmqd.store.schedule as schedule
+
+    monkeypatch.setattr(schedule, "_LEVEL_RUN_BYTES", 7 * 20)
+
+    def delivered() -> list[bytes]:
+        harness.store.wait_dispatched()
+        out: list[bytes] = []
+        while (r := harness.store.get_message("g", "T", 3, len(out), 32)) and r.message_buffers:
+            out += [decode_record(b).body for b in r.message_buffers]
+        return out
+
+    bodies = [f"{i:04d}".encode() for i in range(700)]
+    for body in bodies[:400]:
+        harness.send("T", 3, body, DELAY="1")
+    harness.service.tick(int(time.time() * 1000) + 2000)
+    assert delivered() == bodies[:400]
+    assert harness.service.offsets.get_offset(1) == 400
+    for body in bodies[400:]:
+        harness.send("T", 3, body, DELAY="2")
+    assert len(harness.store.get_consume_queue(SCHEDULE_TOPIC, 1).files) == 1
+    for body in bodies[400:]:
+        harness.send("T", 3, body, DELAY="1")
+    assert len(harness.store.get_consume_queue(SCHEDULE_TOPIC, 0).files) == 3
+    first_due = harness.store.get_consume_queue(SCHEDULE_TOPIC, 0).get_unit(400)[2]
+    assert harness.service.tick(first_due - 1) == first_due
+    assert len(delivered()) == 400
+    harness.service.tick(first_due + 1500)
+    assert delivered() == bodies[:400] + bodies[400:]
+    assert harness.service.offsets.get_offset(1) == 700
+    harness.service.tick(first_due + 10_000)
+    assert delivered() == bodies + bodies[400:]
+    assert harness.service.offsets.get_offset(2) == 300
+
+
 def test_level_above_max_is_clamped_and_far_future_corrected(harness: Harness) -> None:
     harness.send("T", 1, b"x", DELAY="99")
     assert len(harness.messages(SCHEDULE_TOPIC, 17)) == 1
