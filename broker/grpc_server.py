@@ -36,6 +36,7 @@ import h2.events
 import h2.exceptions
 import h2.settings
 import trio
+from trio.lowlevel import wait_readable
 
 from rmqd.broker.server import EAGER_READS, format_addr, open_tcp_endpoints, raw_socket, receive_from, receive_now
 from rmqd.broker.tls import TlsAcceptor
@@ -419,7 +420,11 @@ class GrpcConnection:
                     eager -= 1
                     data = receive_now(sock, RECEIVE_CHUNK)
                 if data is None:
-                    data = await receive_from(sock, self.stream, RECEIVE_CHUNK)
+                    if sock is not None:  # receive_from's raw-socket read, one coroutine call less
+                        await wait_readable(sock)
+                        data = receive_now(sock, RECEIVE_CHUNK)
+                    else:
+                        data = await receive_from(sock, self.stream, RECEIVE_CHUNK)
                     if data is None:
                         continue
                     eager = EAGER_READS
