@@ -14,7 +14,7 @@ from typing import Any
 
 from rmqd.processors.grpc_common import (
     MAX_DELAY_TIME_MS, MAX_TRANSACTION_RECOVERY_SECOND, MAX_USER_PROPERTY_SIZE, USER_PROPERTY_MAX_NUM, GrpcContext,
-    ProxyError, check_key, check_message_group, check_tag, contains_control,
+    ProxyError, check_key, check_message_group, check_tag, contains_control, status,
 )
 from rmqd.wire.names import java_is_blank
 from rmqd.wire.message import (
@@ -223,8 +223,49 @@ def build_message(record: MessageRecord, *, topic: str | None = None, receipt_ha
     return msg
 
 
+# -- the common SendMessage answer, written without upb objects ------------------------------------
+
+def _varint(value: int) -> bytes:
+    value &= 0xFFFFFFFFFFFFFFFF  # an int64 below zero takes ten bytes, as protobuf writes it
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _key(message: Any, field: str) -> bytes:
+    """A length-delimited field's key, its number taken from the protocol's descriptors."""
+    return _varint(message.DESCRIPTOR.fields_by_name[field].number << 3 | 2)
+
+
+_OK = status(Code.OK).SerializeToString()
+_OK_STATUS_FIELD = _key(pb.SendResultEntry, "status") + _varint(len(_OK)) + _OK
+_RESPONSE_STATUS_FIELD = _key(pb.SendMessageResponse, "status") + _varint(len(_OK)) + _OK
+_ENTRIES_KEY = _key(pb.SendMessageResponse, "entries")
+_MESSAGE_ID_KEY = _key(pb.SendResultEntry, "message_id")
+_TRANSACTION_ID_KEY = _key(pb.SendResultEntry, "transaction_id")
+_OFFSET_KEY = _varint(pb.SendResultEntry.DESCRIPTOR.fields_by_name["offset"].number << 3)
+
+
+def send_ok_response(message_id: str, offset: int) -> bytes:
+    """The serialized SendMessageResponse of one message stored (status OK, its entry OK with the
+    message id as message and transaction id, the queue offset): the bytes upb writes for it
+    (the tests compare them), at a fraction of building and serializing three upb messages on
+    every send."""
+    mid = message_id.encode("utf-8")
+    entry = _OK_STATUS_FIELD
+    if mid:  # (never empty from a send; proto3 leaves an empty string out)
+        mid_field = _varint(len(mid)) + mid
+        entry += _MESSAGE_ID_KEY + mid_field + _TRANSACTION_ID_KEY + mid_field
+    if offset:
+        entry += _OFFSET_KEY + _varint(offset)
+    return _RESPONSE_STATUS_FIELD + _ENTRIES_KEY + _varint(len(entry)) + entry
+
+
 __all__ = [
     "PROPERTY_BORN_HOST", "PROPERTY_BORN_TIMESTAMP", "PROPERTY_SHARDING_KEY", "PROPERTY_TIMER_DELIVER_MS",
     "SYSTEM_PROPERTY_NAMES", "as_broker_reads", "build_message", "build_message_properties", "build_sys_flag",
-    "topic_message_type",
+    "send_ok_response", "topic_message_type",
 ]

@@ -44,7 +44,8 @@ from rmqd.processors.grpc_common import (
     GrpcContext, ProxyError, check_client_id, check_group, check_topic, code_of_remoting, consistent_hash, status,
 )
 from rmqd.processors.grpc_convert import (
-    PROPERTY_BORN_TIMESTAMP, as_broker_reads, build_message_properties, build_sys_flag, topic_message_type,
+    PROPERTY_BORN_TIMESTAMP, as_broker_reads, build_message_properties, build_sys_flag, send_ok_response,
+    topic_message_type,
 )
 from rmqd.processors.pull import SubscriptionParseError, build_subscription_data
 from rmqd.processors.seams import BrokerConfigView
@@ -268,6 +269,8 @@ class MessagingService:
                 response = self._failed(method, ctx, response_cls, exc)
             if isinstance(response, response_cls):
                 return response.SerializeToString()
+            if type(response) is bytes:  # serialized by fn itself (send_ok_response)
+                return response
             return self._answer_later(method, ctx, response_cls, response)
         return handle
 
@@ -629,11 +632,12 @@ class MessagingService:
             entries.append(self._send_entry(topic, message, answer))
         return self._send_response(entries)
 
-    def send_message_now(self, ctx: GrpcContext,
-                         request: "pb.SendMessageRequest") -> "pb.SendMessageResponse | Awaitable[pb.SendMessageResponse]":
+    def send_message_now(self, ctx: GrpcContext, request: "pb.SendMessageRequest"
+                         ) -> "bytes | pb.SendMessageResponse | Awaitable[pb.SendMessageResponse]":
         """send_message without a task of its own (the transport's read loop answers it at once):
-        the response, or an awaitable of it when a store append has to wait (SYNC_FLUSH,
-        SYNC_MASTER) or a batch holds more than one message."""
+        the response (serialized already when it is the common one), or an awaitable of it when
+        a store append has to wait (SYNC_FLUSH, SYNC_MASTER) or a batch holds more than one
+        message."""
         if len(request.messages) != 1:
             return self.send_message(ctx, request)
         requests, messages, topic = self._prepare_send(ctx, request)
@@ -644,12 +648,8 @@ class MessagingService:
         message = messages[0]
         sp = message.system_properties
         if answer.code == ResponseCode.SUCCESS and sp.message_type != MessageType.TRANSACTION:
-            # the common answer built in place (what _send_response(_send_entry(...)) builds)
-            uniq = sp.message_id
-            response = pb.SendMessageResponse(status=_OK_STATUS)
-            response.entries.add(status=_OK_STATUS, message_id=uniq, transaction_id=uniq,
-                                 offset=_queue_offset(answer.ext_fields))
-            return response
+            # the common answer already serialized (what _send_response(_send_entry(...)) builds)
+            return send_ok_response(sp.message_id, _queue_offset(answer.ext_fields))
         return self._send_response([self._send_entry(topic, message, answer)])
 
     async def _send_awaited(self, topic: str, message: "pb.Message",
@@ -736,10 +736,6 @@ class MessagingService:
         self.stopping.set()
         for scope in list(self._held):
             scope.cancel()
-
-
-#: Status OK, only ever copied into a response (a message's constructor copies its arguments)
-_OK_STATUS = status(Code.OK)
 
 
 def _queue_offset(out: Mapping[str, str] | None) -> int:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
-from rmqd.processors.grpc_common import contains_control, java_iso_control
-from rmqd.processors.grpc_convert import as_broker_reads
+from rmqd.processors.grpc_common import contains_control, java_iso_control, status
+from rmqd.processors.grpc_convert import as_broker_reads, send_ok_response
+from rmqd.wire.rocketmq_v2 import Code, pb
 from rmqd.wire.message import decode_properties, encode_properties
 
 # names and values that hit the separators, empty strings and the ISO control ranges
@@ -42,3 +43,14 @@ def test_contains_control_bounds() -> None:
         assert contains_control(f"a{ch}b")
     for ch in ("\x20", "\x7e", "\xa0", "\u2028"):
         assert not contains_control(f"a{ch}b")
+
+
+@given(st.text(max_size=80), st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1))
+def test_the_common_send_answer_is_the_bytes_upb_writes(message_id: str, offset: int) -> None:
+    """send_ok_response writes exactly what building and serializing the upb messages writes
+    (any message id text, offsets of the whole int64 range, 0 left out as proto3 does)."""
+    expected = pb.SendMessageResponse(status=status(Code.OK))
+    expected.entries.add(status=status(Code.OK), message_id=message_id, transaction_id=message_id, offset=offset)
+    assert send_ok_response(message_id, offset) == expected.SerializeToString()
+    parsed = pb.SendMessageResponse.FromString(send_ok_response(message_id, offset))
+    assert parsed.entries[0].message_id == message_id and parsed.entries[0].offset == offset
