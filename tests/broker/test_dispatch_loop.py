@@ -5,6 +5,7 @@ import threading
 from pathlib import Path
 from typing import Awaitable, Callable
 
+import pytest
 import trio
 import trio.testing
 
@@ -25,10 +26,11 @@ def _put(s: DefaultMessageStore, topic: str = "T", queue_id: int = 0) -> None:
 
 
 def _with_loop(s: DefaultMessageStore, body: Callable[[LoopDispatch], Awaitable[None]],
-               round_records: int = 64, hook_follows: Callable[[], bool] | None = None) -> None:
+               round_records: int = 64, hook_follows: Callable[[], bool] | None = None,
+               **options: float) -> None:
     """The store started the broker's way: dispatch taken over by a LoopDispatch, no thread."""
     async def main() -> None:
-        loop = LoopDispatch(s.reput_service, round_records=round_records, hook_follows=hook_follows)
+        loop = LoopDispatch(s.reput_service, round_records=round_records, hook_follows=hook_follows, **options)
         loop.attach()
         s.load()
         s.start()
@@ -258,3 +260,34 @@ def test_a_deferred_wake_with_a_thread_append_before_catch_up_loses_nothing(tmp_
             nursery.cancel_scope.cancel()
 
     _with_loop(s, body, hook_follows=lambda: inside[0])
+
+
+@pytest.mark.parametrize("wake_delay", [0.0, 0.2])
+def test_a_woken_task_waits_the_wake_delay_and_takes_what_came_meanwhile_in_one_round(
+        tmp_path: Path, wake_delay: float) -> None:
+    """As ReputMessageService waits 1 ms between rounds, the woken task waits WAKE_DELAY_S before
+    its round: appends made meanwhile (each giving the task its chance to run) are dispatched
+    together, in one round, once the wait is over; without the wait each gets its own round."""
+    s = _store(tmp_path / "s")
+
+    async def body(loop: LoopDispatch) -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(loop.run)
+            await trio.sleep(0.01)
+            assert loop._idle
+            rounds = loop.rounds
+            start = trio.current_time()
+            for _ in range(5):
+                _put(s)
+                await trio.sleep(0.01)
+            if wake_delay:
+                assert s.get_max_offset_in_queue("T", 0) == 0  # still waiting
+            await _until(lambda: s.get_max_offset_in_queue("T", 0) == 5, 2.0)
+            if wake_delay:
+                assert trio.current_time() - start >= wake_delay
+                assert loop.rounds == rounds + 1
+            else:
+                assert loop.rounds == rounds + 5
+            nursery.cancel_scope.cancel()
+
+    _with_loop(s, body, wake_delay=wake_delay)
