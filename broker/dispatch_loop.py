@@ -22,7 +22,10 @@ requests in between. Appends from other threads (the delay-level timer) wake the
 the trio token; appends on the loop wake it directly, except those made inside an inline
 request handler: the after-requests hook follows those before the next read, so the task sleeps
 on and ``catch_up`` re-arms it (one task switch less per read; py-spy no longer finds the task
-on the send path). Failures follow the store's policy
+on the send path). Woken, the task waits WAKE_DELAY_S (1 ms, ReputMessageService's pause between
+rounds) before its round, so that the round takes ~1 ms of appends: gRPC sends and other task
+appends are dispatched in rounds of several records, not a round per read. Failures follow the
+store's policy
 (``ReputMessageService.run_round``): after a failed round only the task retries, after its
 back-off.
 """
