@@ -311,21 +311,17 @@ def test_buffered_input_is_read_on_without_waiting_up_to_the_bound(monkeypatch: 
     import rmqd.broker.grpc_server as grpc_module
     import rmqd.broker.server as server_module
 
+    from test_server_inline import count_reads
+
     reads: list[str] = []  # "W" a wait through the scheduler, "E" a read that returned data
-    waited, now = grpc_module.wait_readable, grpc_module.receive_now
+    count_reads(monkeypatch, reads, grpc_module)
+    waited = grpc_module.wait_readable
 
     async def counted_wait(sock):
         reads.append("W")
         await waited(sock)
 
-    def counted_now(sock, size):
-        data = now(sock, size)
-        if data:
-            reads.append("E")
-        return data
-
     monkeypatch.setattr(grpc_module, "wait_readable", counted_wait)
-    monkeypatch.setattr(grpc_module, "receive_now", counted_now)
     monkeypatch.setattr(grpc_module, "RECEIVE_CHUNK", 512)
 
     def blocking(port: int) -> tuple[list[bytes], bytes]:
