@@ -235,9 +235,9 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _key(message: Any, field: str) -> bytes:
-    """A length-delimited field's key, its number taken from the protocol's descriptors."""
-    return _varint(message.DESCRIPTOR.fields_by_name[field].number << 3 | 2)
+def _key(message: Any, field: str, wire_type: int = 2) -> bytes:
+    """A field's key (length-delimited unless told), its number from the protocol's descriptors."""
+    return _varint(message.DESCRIPTOR.fields_by_name[field].number << 3 | wire_type)
 
 
 _OK = status(Code.OK).SerializeToString()
@@ -246,7 +246,7 @@ _RESPONSE_STATUS_FIELD = _key(pb.SendMessageResponse, "status") + _varint(len(_O
 _ENTRIES_KEY = _key(pb.SendMessageResponse, "entries")
 _MESSAGE_ID_KEY = _key(pb.SendResultEntry, "message_id")
 _TRANSACTION_ID_KEY = _key(pb.SendResultEntry, "transaction_id")
-_OFFSET_KEY = _varint(pb.SendResultEntry.DESCRIPTOR.fields_by_name["offset"].number << 3)
+_OFFSET_KEY = _key(pb.SendResultEntry, "offset", 0)
 
 
 def send_ok_response(message_id: str, offset: int) -> bytes:

@@ -248,6 +248,17 @@ def write_timercheck(path: Any, last_read_time_ms: int, queue_offset: int) -> No
 # the service
 # ------------------------------------------------------------------------------------------------
 
+def _units_from(cq: ConsumeQueue, offset: int, limit: int | None = None) -> bytes | None:
+    """The written units from queue offset ``offset`` to the end of its file (at most ``limit``
+    bytes), copied out of the mapping at once (a unit at a time reads an unmapped file with four
+    system calls, each a GIL wait for the broker's loop); None below the min offset or past the end."""
+    view = cq.get_index_buffer(offset)
+    if view is None:
+        return None
+    with view:
+        return bytes(view[:limit])
+
+
 def message_timeup(rec: MessageRecord) -> MessageExtBrokerInner:
     """The real-topic copy of a due schedule/timer message (``messageTimeup``).
 
@@ -387,10 +398,8 @@ class ScheduleMessageService:
         delay = self.delay_level_table[level]
         wake = now + IDLE_WAIT
         while True:
-            # a run of units at once from the queue's mapping, as the timer queue is read: a unit
-            # at a time reads an unmapped file with four system calls, each a GIL wait for the loop
-            view = cq.get_index_buffer(offset)
-            if view is None:
+            units = _units_from(cq, offset, _LEVEL_RUN_BYTES)
+            if units is None:
                 lo, hi = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
                 if lo > offset:
                     offset = lo
@@ -398,8 +407,6 @@ class ScheduleMessageService:
                 if hi < offset:
                     offset = hi
                 break
-            with view:
-                units = bytes(view[:_LEVEL_RUN_BYTES])
             if len(units) < CQ_STORE_UNIT_SIZE:  # a unit still being written
                 break
             stop = False
@@ -439,18 +446,14 @@ class ScheduleMessageService:
         cq = self.store.get_consume_queue(TIMER_TOPIC, 0)
         if cq is not None:
             while True:
-                # the units written since the last round, read at once from the queue's mapping:
-                # a unit at a time reads an unmapped file with four system calls, each letting
-                # the broker's loop thread wait on the GIL (every POP ack passes through here)
-                view = cq.get_index_buffer(self._timer_scan)
-                if view is None:
+                # the units written since the last round (every POP ack passes through here)
+                units = _units_from(cq, self._timer_scan)
+                if units is None:
                     lo = cq.get_min_offset_in_queue()
                     if lo > self._timer_scan:
                         self._timer_scan = lo
                         continue
                     break
-                with view:
-                    units = bytes(view)
                 if len(units) < CQ_STORE_UNIT_SIZE:  # a unit still being written
                     break
                 for phy, size, _tags in ConsumeQueue.iter_buffer(units):
