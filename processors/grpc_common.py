@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rmqd.processors.common import is_system_topic, validate_group, validate_topic
 from rmqd.wire.codes import ResponseCode
@@ -84,27 +84,37 @@ def code_of_remoting(response_code: int) -> int:
     return _REMOTING_TO_V2.get(int(response_code), Code.INTERNAL_SERVER_ERROR)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class GrpcContext:
-    """ProxyContext: who is calling (from the metadata) and from where."""
+    """ProxyContext: who is calling (from the metadata) and from where. Its __init__ is written
+    out (not the dataclass's generated one, which runs interpreted): one is made per call."""
 
     client_id: str
     language: str
     client_version: str
     remote_addr: str
     local_addr: str
-    namespace: str = ""
+    namespace: str
     #: seconds left before the call's deadline (None: the client set none)
-    remaining: float | None = None
-    metadata: Mapping[str, str] = field(default_factory=dict)
+    remaining: float | None
+    metadata: Mapping[str, str]
+
+    def __init__(self, client_id: str, language: str, client_version: str, remote_addr: str, local_addr: str,
+                 namespace: str = "", remaining: float | None = None, metadata: Mapping[str, str] | None = None) -> None:
+        self.client_id = client_id
+        self.language = language
+        self.client_version = client_version
+        self.remote_addr = remote_addr
+        self.local_addr = local_addr
+        self.namespace = namespace
+        self.remaining = remaining
+        self.metadata = {} if metadata is None else metadata
 
     @classmethod
     def of(cls, metadata: Mapping[str, str], remote_addr: str, local_addr: str,
            remaining: float | None) -> "GrpcContext":
-        return cls(client_id=metadata.get(CLIENT_ID, ""), language=metadata.get(LANGUAGE, ""),
-                   client_version=metadata.get(CLIENT_VERSION, ""), remote_addr=remote_addr,
-                   local_addr=local_addr, namespace=metadata.get(NAMESPACE, ""), remaining=remaining,
-                   metadata=metadata)
+        return cls(metadata.get(CLIENT_ID, ""), metadata.get(LANGUAGE, ""), metadata.get(CLIENT_VERSION, ""),
+                   remote_addr, local_addr, metadata.get(NAMESPACE, ""), remaining, metadata)
 
     @property
     def remote_host(self) -> str:

@@ -27,7 +27,7 @@ from rmqd.processors.grpc_common import (
     MIN_INVISIBLE_TIME_MS_FOR_RECV, GrpcContext, ProxyError, check_group, check_invisible_time, check_topic,
     code_of_remoting, duration_ms, status,
 )
-from rmqd.processors.grpc_convert import build_message
+from rmqd.processors.grpc_convert import ack_ok_response, build_message
 from rmqd.processors.pop import PopError, PopStatus
 from rmqd.processors.pull import SubscriptionParseError, build_subscription_data
 from rmqd.wire.grpc import CallClosedError, GrpcStatus
@@ -308,17 +308,20 @@ class ConsumerActivity:
         return held.current if held is not None else handle
 
     async def ack_message(self, ctx: GrpcContext, request: "pb.AckMessageRequest") -> "pb.AckMessageResponse":
-        response, pending = self._ack(ctx, request)
-        return await self._answer_when_durable(response, pending)
+        results, pending = self._ack(ctx, request)
+        return await self._answer_when_durable(_ack_response(results), pending)
 
     def ack_message_now(self, ctx: GrpcContext, request: "pb.AckMessageRequest"
-                        ) -> "pb.AckMessageResponse | Awaitable[pb.AckMessageResponse]":
+                        ) -> "bytes | pb.AckMessageResponse | Awaitable[pb.AckMessageResponse]":
         """ack_message without a task of its own (the transport's read loop answers it): the
-        response, or an awaitable of it while an orderly ack's offset becomes durable."""
-        response, pending = self._ack(ctx, request)
+        response (serialized already when every entry is acked), or an awaitable of it while an
+        orderly ack's offset becomes durable."""
+        results, pending = self._ack(ctx, request)
         if pending:
-            return self._answer_when_durable(response, pending)
-        return response
+            return self._answer_when_durable(_ack_response(results), pending)
+        if results and all(failed is None for _, _, failed in results):
+            return ack_ok_response([(message_id, handle) for message_id, handle, _ in results])
+        return _ack_response(results)
 
     @staticmethod
     async def _answer_when_durable(response: "pb.AckMessageResponse",
@@ -328,18 +331,18 @@ class ConsumerActivity:
         return response
 
     def _ack(self, ctx: GrpcContext, request: "pb.AckMessageRequest"
-             ) -> tuple["pb.AckMessageResponse", list[Awaitable[None]]]:
-        """AckMessageActivity: each entry's status, and what to await before answering."""
+             ) -> tuple[list[tuple[str, str, "pb.Status | None"]], list[Awaitable[None]]]:
+        """AckMessageActivity: each entry's message id, receipt handle and status (None: acked),
+        and what to await before answering."""
         topic = check_topic(request.topic)
         group = check_group(request.group)
-        response = pb.AckMessageResponse()
+        results: list[tuple[str, str, "pb.Status | None"]] = []
         pending: list[Awaitable[None]] = []
-        codes: set[int] = set()
         for entry in request.entries:
-            result = response.entries.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
+            message_id, receipt = entry.message_id, entry.receipt_handle
+            failed = None
             try:
-                handle = ReceiptHandle.decode(self._current_handle(ctx, group, entry.message_id,
-                                                                   entry.receipt_handle))
+                handle = ReceiptHandle.decode(self._current_handle(ctx, group, message_id, receipt))
                 if handle.expired(_now_ms()):
                     raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
                 try:
@@ -348,19 +351,12 @@ class ConsumerActivity:
                                                        extra_info=handle.extra())
                     if wait is not None:
                         pending.append(wait)
-                    result.status.CopyFrom(_OK_STATUS)
                 except PopError:
-                    result.status.CopyFrom(status(Code.INTERNAL_SERVER_ERROR, "ack failed: status is abnormal"))
+                    failed = status(Code.INTERNAL_SERVER_ERROR, "ack failed: status is abnormal")
             except ProxyError as exc:
-                result.status.CopyFrom(status(exc.code, exc.message))
-            codes.add(result.status.code)
-        if len(codes) > 1:
-            response.status.CopyFrom(status(Code.MULTIPLE_RESULTS))
-        elif codes:
-            response.status.CopyFrom(status(codes.pop()))
-        else:
-            response.status.CopyFrom(status(Code.INTERNAL_SERVER_ERROR, "ack message result is empty"))
-        return response, pending
+                failed = status(exc.code, exc.message)
+            results.append((message_id, receipt, failed))
+        return results, pending
 
     async def change_invisible_duration(self, ctx: GrpcContext, request: "pb.ChangeInvisibleDurationRequest"
                                         ) -> "pb.ChangeInvisibleDurationResponse":
@@ -470,5 +466,23 @@ class ConsumerActivity:
             log.info("renewing %s of %s: %s", held.msg_id, held.group, exc.message)
             return None
 
+
+
+def _ack_response(results: list[tuple[str, str, "pb.Status | None"]]) -> "pb.AckMessageResponse":
+    """The AckMessageResponse of these entries: their statuses, and the call's (the one code
+    they share, MULTIPLE_RESULTS when they differ)."""
+    response = pb.AckMessageResponse()
+    codes: set[int] = set()
+    for message_id, handle, failed in results:
+        result = response.entries.add(message_id=message_id, receipt_handle=handle)
+        result.status.CopyFrom(_OK_STATUS if failed is None else failed)
+        codes.add(result.status.code)
+    if len(codes) > 1:
+        response.status.CopyFrom(status(Code.MULTIPLE_RESULTS))
+    elif codes:
+        response.status.CopyFrom(status(codes.pop()))
+    else:
+        response.status.CopyFrom(status(Code.INTERNAL_SERVER_ERROR, "ack message result is empty"))
+    return response
 
 __all__ = ["ConsumerActivity", "ReceiptHandle", "ReceiptHandleManager"]

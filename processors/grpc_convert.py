@@ -35,6 +35,22 @@ PROPERTY_POP_CK = "POP_CK"
 PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 
+# MessageConst's names and the enums' values as module constants: compiled, a module global is
+# read in a few instructions, a class attribute through the type's getattr (every send and receive)
+_TAGS = MessageConst.PROPERTY_TAGS
+_KEYS = MessageConst.PROPERTY_KEYS
+_KEY_SEPARATOR = MessageConst.KEY_SEPARATOR
+_UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_TRAN_PREPARED = MessageConst.PROPERTY_TRANSACTION_PREPARED
+_CHECK_IMMUNITY = MessageConst.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS
+_RECONSUME_TIME = MessageConst.PROPERTY_RECONSUME_TIME
+_PRODUCER_GROUP = MessageConst.PROPERTY_PRODUCER_GROUP
+_DELAY_LEVEL = MessageConst.PROPERTY_DELAY_TIME_LEVEL
+_TRANSACTION = int(MessageType.TRANSACTION)
+_GZIP = int(Encoding.GZIP)
+_COMPRESSED_FLAG = int(MessageSysFlag.COMPRESSED_FLAG)
+_TRANSACTION_PREPARED_TYPE = int(MessageSysFlag.TRANSACTION_PREPARED_TYPE)
+
 #: MessageConst.STRING_HASH_SET (5.3.3): names a user property may not take, and which a
 #: received message does not show among its user properties
 SYSTEM_PROPERTY_NAMES = frozenset({
@@ -53,25 +69,28 @@ def _timestamp_ms(ts: Any) -> int:
     return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
 
 
-def _valid_timestamp(ts: Any) -> bool:
+def _valid_timestamp(seconds: int, nanos: int) -> bool:
     """Timestamps.isValid: 0001-01-01 .. 9999-12-31, nanos in range."""
-    return -62135596800 <= ts.seconds <= 253402300799 and 0 <= ts.nanos < 1_000_000_000
+    return -62135596800 <= seconds <= 253402300799 and 0 <= nanos < 1_000_000_000
 
 
 def build_sys_flag(message: "pb.Message") -> int:
     flag = 0
-    if message.system_properties.body_encoding == Encoding.GZIP:
-        flag |= MessageSysFlag.COMPRESSED_FLAG
-    if message.system_properties.message_type == MessageType.TRANSACTION:
-        flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE
+    sp = message.system_properties
+    if sp.body_encoding == _GZIP:
+        flag |= _COMPRESSED_FLAG
+    if sp.message_type == _TRANSACTION:
+        flag |= _TRANSACTION_PREPARED_TYPE
     return flag
 
 
 def build_message_properties(ctx: GrpcContext, message: "pb.Message", producer_group: str,
                              now_ms: int) -> dict[str, str]:
-    """The stored properties of a sent message (buildMessageProperty); ProxyError when refused."""
+    """The stored properties of a sent message (buildMessageProperty); ProxyError when refused.
+    Each field of the message is read once: every read of a upb field builds a Python object."""
     sp = message.system_properties
-    user = dict(message.user_properties)
+    user_map = message.user_properties
+    user = dict(user_map) if len(user_map) else {}
     if len(user) > USER_PROPERTY_MAX_NUM:
         raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE, f"too many user properties, max is {USER_PROPERTY_MAX_NUM}")
     size = 0
@@ -83,48 +102,58 @@ def build_message_properties(ctx: GrpcContext, message: "pb.Message", producer_g
         if contains_control(value):
             raise ProxyError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "the value of property cannot contain control character")
         size += len(key.encode("utf-8")) + len(value.encode("utf-8"))
-    props = dict(user)
+    props = user
     tag = sp.tag
-    check_tag(tag)
-    props[MessageConst.PROPERTY_TAGS] = tag
-    size += len(tag.encode("utf-8"))
-    for key in sp.keys:
-        check_key(key)
-        size += len(key.encode("utf-8"))
-    if sp.keys:
-        props[MessageConst.PROPERTY_KEYS] = MessageConst.KEY_SEPARATOR.join(sp.keys)
+    props[_TAGS] = tag
+    if tag:
+        check_tag(tag)
+        size += len(tag.encode("utf-8"))
+    keys = sp.keys
+    if len(keys):
+        for key in keys:
+            check_key(key)
+            size += len(key.encode("utf-8"))
+        props[_KEYS] = _KEY_SEPARATOR.join(keys)
     if size > MAX_USER_PROPERTY_SIZE:
         raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE,
                          f"the total size of user property is too large, max is {MAX_USER_PROPERTY_SIZE}")
-    if java_is_blank(sp.message_id):
+    message_id = sp.message_id
+    if java_is_blank(message_id):
         raise ProxyError(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
-    props[MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = sp.message_id
-    if sp.message_type == MessageType.TRANSACTION:
-        props[MessageConst.PROPERTY_TRANSACTION_PREPARED] = "true"
+    props[_UNIQ_KEY] = message_id
+    if sp.message_type == _TRANSACTION:
+        props[_TRAN_PREPARED] = "true"
         if sp.HasField("orphaned_transaction_recovery_duration"):
             seconds = int(sp.orphaned_transaction_recovery_duration.seconds)
             if seconds > MAX_TRANSACTION_RECOVERY_SECOND:
                 raise ProxyError(Code.BAD_REQUEST, "the max transaction recovery time of message is too large, "
                                                    f"max is {MAX_TRANSACTION_RECOVERY_SECOND}")
-            props[MessageConst.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS] = str(seconds)
+            props[_CHECK_IMMUNITY] = str(seconds)
     if sp.HasField("delivery_timestamp"):
         deliver_ms = _timestamp_ms(sp.delivery_timestamp)
         if deliver_ms - now_ms > MAX_DELAY_TIME_MS:
             raise ProxyError(Code.ILLEGAL_DELIVERY_TIME,
                              f"the max delay time of message is too large, max is {MAX_DELAY_TIME_MS}")
         props[PROPERTY_TIMER_DELIVER_MS] = str(deliver_ms)
-    props[MessageConst.PROPERTY_RECONSUME_TIME] = str(int(sp.delivery_attempt))
-    props[MessageConst.PROPERTY_PRODUCER_GROUP] = producer_group
-    if sp.message_group:
-        check_message_group(sp.message_group)
-        props[PROPERTY_SHARDING_KEY] = sp.message_group
-    if sp.trace_context:
-        props[PROPERTY_TRACE_CONTEXT] = sp.trace_context
-    born_host = sp.born_host if not java_is_blank(sp.born_host) else ctx.remote_addr
+    props[_RECONSUME_TIME] = str(int(sp.delivery_attempt))
+    props[_PRODUCER_GROUP] = producer_group
+    group = sp.message_group
+    if group:
+        check_message_group(group)
+        props[PROPERTY_SHARDING_KEY] = group
+    trace = sp.trace_context
+    if trace:
+        props[PROPERTY_TRACE_CONTEXT] = trace
+    born_host = sp.born_host
+    if java_is_blank(born_host):
+        born_host = ctx.remote_addr
     if not java_is_blank(born_host):
         props[PROPERTY_BORN_HOST] = born_host
-    if sp.HasField("born_timestamp") and _valid_timestamp(sp.born_timestamp):
-        props[PROPERTY_BORN_TIMESTAMP] = str(_timestamp_ms(sp.born_timestamp))
+    if sp.HasField("born_timestamp"):
+        born = sp.born_timestamp
+        seconds, nanos = int(born.seconds), int(born.nanos)
+        if _valid_timestamp(seconds, nanos):
+            props[PROPERTY_BORN_TIMESTAMP] = str(seconds * 1000 + nanos // 1_000_000)
     return props
 
 
@@ -132,18 +161,23 @@ def as_broker_reads(props: dict[str, str]) -> dict[str, str]:
     """The map the broker reads from these properties once the proxy has written them as text
     (messageProperties2String, then string2messageProperties on the broker): these same ones,
     unless a name or a value is empty or holds a separator, which the text would lose or split."""
-    names = "".join(props)
-    if ("" in props or not all(props.values()) or NAME_VALUE_SEPARATOR in names or PROPERTY_SEPARATOR in names
-            or PROPERTY_SEPARATOR in "".join(props.values())):
-        return decode_properties(encode_properties(props))
-    return props
+    clean = True
+    for name, value in props.items():
+        if NAME_VALUE_SEPARATOR in name or PROPERTY_SEPARATOR in name or PROPERTY_SEPARATOR in value:
+            return decode_properties(encode_properties(props))
+        if not name or not value:
+            clean = False
+    if clean:
+        return props
+    # the text leaves out an entry without a name or a value (a send without a tag has TAGS "")
+    return {name: value for name, value in props.items() if name and value}
 
 
 def topic_message_type(props: dict[str, str]) -> str:
     """TopicMessageType.parseFromMessageProperty: what kind of message these properties make."""
-    if props.get(MessageConst.PROPERTY_TRANSACTION_PREPARED) == "true":
+    if props.get(_TRAN_PREPARED) == "true":
         return "TRANSACTION"
-    if any(k in props for k in (MessageConst.PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TIMER_DELIVER_MS,
+    if any(k in props for k in (_DELAY_LEVEL, PROPERTY_TIMER_DELIVER_MS,
                                 PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)):
         return "DELAY"
     if PROPERTY_SHARDING_KEY in props:
@@ -165,21 +199,21 @@ def build_message(record: MessageRecord, *, topic: str | None = None, receipt_ha
         if key not in SYSTEM_PROPERTY_NAMES:
             msg.user_properties[key] = value
     sp = msg.system_properties
-    tag = props.get(MessageConst.PROPERTY_TAGS)
+    tag = props.get(_TAGS)
     if tag is not None:
         sp.tag = tag
-    keys = props.get(MessageConst.PROPERTY_KEYS)
+    keys = props.get(_KEYS)
     if keys is not None:
-        sp.keys.extend(keys.split(MessageConst.KEY_SEPARATOR))
-    uniq = props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or record.offset_msg_id
+        sp.keys.extend(keys.split(_KEY_SEPARATOR))
+    uniq = props.get(_UNIQ_KEY) or record.offset_msg_id
     sp.message_id = uniq
     body = bytes(record.body)
     sp.body_digest.type = DigestType.MD5
     sp.body_digest.checksum = hashlib.md5(body).hexdigest().upper()
     sp.body_encoding = Encoding.GZIP if record.sys_flag & MessageSysFlag.COMPRESSED_FLAG else Encoding.IDENTITY
-    if props.get(MessageConst.PROPERTY_TRANSACTION_PREPARED) == "true":
+    if props.get(_TRAN_PREPARED) == "true":
         sp.message_type = MessageType.TRANSACTION
-    elif any(k in props for k in (MessageConst.PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TIMER_DELIVER_MS,
+    elif any(k in props for k in (_DELAY_LEVEL, PROPERTY_TIMER_DELIVER_MS,
                                   PROPERTY_TIMER_DELAY_SEC)):
         sp.message_type = MessageType.DELAY
     elif PROPERTY_SHARDING_KEY in props:
@@ -226,6 +260,8 @@ def build_message(record: MessageRecord, *, topic: str | None = None, receipt_ha
 # -- the common SendMessage answer, written without upb objects ------------------------------------
 
 def _varint(value: int) -> bytes:
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     value &= 0xFFFFFFFFFFFFFFFF  # an int64 below zero takes ten bytes, as protobuf writes it
     out = bytearray()
     while value > 0x7F:
@@ -233,6 +269,9 @@ def _varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_ONE_BYTE = [bytes([i]) for i in range(0x80)]
 
 
 def _key(message: Any, field: str, wire_type: int = 2) -> bytes:
@@ -264,8 +303,35 @@ def send_ok_response(message_id: str, offset: int) -> bytes:
     return _RESPONSE_STATUS_FIELD + _ENTRIES_KEY + _varint(len(entry)) + entry
 
 
+_ACK_STATUS_FIELD = _key(pb.AckMessageResponse, "status") + _varint(len(_OK)) + _OK
+_ACK_ENTRIES_KEY = _key(pb.AckMessageResponse, "entries")
+_ACK_MESSAGE_ID_KEY = _key(pb.AckMessageResultEntry, "message_id")
+_ACK_HANDLE_KEY = _key(pb.AckMessageResultEntry, "receipt_handle")
+_ACK_ENTRY_STATUS_FIELD = _key(pb.AckMessageResultEntry, "status") + _varint(len(_OK)) + _OK
+
+
+def _string_field(key: bytes, text: str) -> bytes:
+    """A string field, or nothing for an empty string (proto3 leaves it out)."""
+    if not text:
+        return b""
+    data = text.encode("utf-8")
+    return key + _varint(len(data)) + data
+
+
+def ack_ok_response(entries: list[tuple[str, str]]) -> bytes:
+    """The serialized AckMessageResponse of entries (message id, receipt handle) all acked: status
+    OK and each entry with status OK, the bytes upb writes for it (the tests compare them),
+    without building upb messages on every ack."""
+    out = [_ACK_STATUS_FIELD]
+    for message_id, handle in entries:
+        entry = _string_field(_ACK_MESSAGE_ID_KEY, message_id) + _string_field(_ACK_HANDLE_KEY, handle) \
+            + _ACK_ENTRY_STATUS_FIELD
+        out.append(_ACK_ENTRIES_KEY + _varint(len(entry)) + entry)
+    return b"".join(out)
+
+
 __all__ = [
     "PROPERTY_BORN_HOST", "PROPERTY_BORN_TIMESTAMP", "PROPERTY_SHARDING_KEY", "PROPERTY_TIMER_DELIVER_MS",
-    "SYSTEM_PROPERTY_NAMES", "as_broker_reads", "build_message", "build_message_properties", "build_sys_flag",
-    "send_ok_response", "topic_message_type",
+    "SYSTEM_PROPERTY_NAMES", "ack_ok_response", "as_broker_reads", "build_message", "build_message_properties",
+    "build_sys_flag", "send_ok_response", "topic_message_type",
 ]

@@ -44,7 +44,7 @@ from rmqd.processors.grpc_common import (
     GrpcContext, ProxyError, check_client_id, check_group, check_topic, code_of_remoting, consistent_hash, status,
 )
 from rmqd.processors.grpc_convert import (
-    PROPERTY_BORN_TIMESTAMP, as_broker_reads, build_message_properties, build_sys_flag, send_ok_response,
+    PROPERTY_BORN_TIMESTAMP, PROPERTY_SHARDING_KEY, as_broker_reads, build_message_properties, build_sys_flag, send_ok_response,
     topic_message_type,
 )
 from rmqd.processors.pull import SubscriptionParseError, build_subscription_data
@@ -75,8 +75,9 @@ ACCEPT_TYPES = {
 }
 
 
-class Call(Protocol):
-    """One RPC as the transport gives it (broker/grpc_server.GrpcCall)."""
+class CallInfo(Protocol):
+    """Who makes an RPC, from where, until when: all an inline handler reads of its call (the
+    transport's GrpcCall, or its lighter TakenCall for a request it took whole)."""
 
     @property
     def metadata(self) -> Mapping[str, str]: ...
@@ -84,6 +85,12 @@ class Call(Protocol):
     def remote_addr(self) -> str: ...
     @property
     def local_addr(self) -> str: ...
+
+    def remaining_seconds(self) -> float | None: ...
+
+
+class Call(CallInfo, Protocol):
+    """One RPC as the transport gives it (broker/grpc_server.GrpcCall)."""
 
     async def recv(self) -> bytes | None: ...
 
@@ -95,13 +102,11 @@ class Call(Protocol):
 
     async def finish(self, status: GrpcStatus = GrpcStatus.OK, message: str | None = None) -> None: ...
 
-    def remaining_seconds(self) -> float | None: ...
-
 
 GrpcHandler = Callable[[Call], Awaitable[None]]
 #: a unary method answered on the transport's read loop: (call, request message) -> the response
 #: message, or an awaitable of it when it has to wait; a status-only answer raises GrpcWireError
-InlineHandler = Callable[[Call, bytes], "bytes | Awaitable[bytes]"]
+InlineHandler = Callable[[CallInfo, bytes], "bytes | Awaitable[bytes]"]
 
 
 class AclView(Protocol):
@@ -229,7 +234,7 @@ class MessagingService:
         check_client_id(ctx)
 
     @staticmethod
-    def context_of(call: Call) -> GrpcContext:
+    def context_of(call: CallInfo) -> GrpcContext:
         return GrpcContext.of(call.metadata, call.remote_addr, call.local_addr, call.remaining_seconds())
 
     def unary(self, method: str, request_cls: Any, response_cls: Any,
@@ -259,7 +264,7 @@ class MessagingService:
                   fn: Callable[[GrpcContext, Any], Any]) -> InlineHandler:
         """``unary`` for a method whose ``fn`` answers without waiting (or returns an awaitable
         when it must wait): the transport runs it on its read loop, no task per call."""
-        def handle(call: Call, payload: bytes) -> bytes | Awaitable[bytes]:
+        def handle(call: CallInfo, payload: bytes) -> bytes | Awaitable[bytes]:
             request = _parse(request_cls, payload)
             ctx = self.context_of(call)
             try:
@@ -564,49 +569,54 @@ class MessagingService:
         return True
 
     # -- producer -----------------------------------------------------------------------------------
-    def _select_queue(self, tc: Any, request: "pb.SendMessageRequest") -> int:
+    def _select_queue(self, tc: Any, request: "pb.SendMessageRequest", message_group: str | None) -> int:
+        """``message_group``: the one message's group (its properties' sharding key), if any."""
         perm = self._perm(tc)
         writes = int(tc.writeQueueNums)
         if not perm_writeable(perm) or writes <= 0:
             raise ProxyError(Code.FORBIDDEN, "no writable queue")
-        if len(request.messages) == 1:
-            group = request.messages[0].system_properties.message_group
-            if group:
-                return consistent_hash(java_string_hash(group), writes)
+        if message_group and len(request.messages) == 1:
+            return consistent_hash(java_string_hash(message_group), writes)
         return next(self._round_robin) % writes
 
     def _prepare_send(self, ctx: GrpcContext, request: "pb.SendMessageRequest"
-                      ) -> tuple[list[tuple[SendMessageRequestHeader, dict[str, str]]], list["pb.Message"], str]:
+                      ) -> tuple[list[tuple[SendMessageRequestHeader, dict[str, str]]], list["pb.Message"],
+                                 list[bytes], str]:
         """SendMessageActivity's checks and conversion: one SEND_MESSAGE header and the
-        properties the broker reads from it per message (raises ProxyError with the client's
-        status)."""
-        if not request.messages:
+        properties the broker reads from it per message, the messages and their bodies (raises
+        ProxyError with the client's status). Each upb field is read once: a read builds a Python
+        object (a body's read copies it)."""
+        messages = list(request.messages)
+        if not messages:
             raise ProxyError(Code.MESSAGE_CORRUPTED, "no message to send")
-        first = request.messages[0]
-        topic = check_topic(first.topic)
+        first = messages[0]
+        first_topic = first.topic
+        topic = check_topic(first_topic.name)
         now = _now_ms()
         prepared = []
-        for message in request.messages:
-            if message.topic != first.topic:
+        bodies = []
+        for i, message in enumerate(messages):
+            if i and message.topic != first_topic:
                 raise ProxyError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
-            if not message.body:
+            body = message.body
+            if not body:
                 raise ProxyError(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
-            if len(message.body) > self.max_body_size:
+            if len(body) > self.max_body_size:
                 raise ProxyError(Code.MESSAGE_BODY_TOO_LARGE,
                                  f"message body cannot exceed the max {self.max_body_size}")
-            prepared.append((message, build_message_properties(ctx, message, topic, now)))
+            prepared.append(build_message_properties(ctx, message, topic, now))
+            bodies.append(body)
         sys_flag = build_sys_flag(first)
         tc = self.topic_config(topic)
         if not topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
-            expected, actual = tc.message_type, topic_message_type(prepared[0][1])
+            expected, actual = tc.message_type, topic_message_type(prepared[0])
             if actual == "UNSPECIFIED" or (actual != expected and expected != "MIXED"):
                 raise ProxyError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
                                  f"TopicMessageType validate failed, the expected type is {expected}, "
                                  f"but actual type is {actual}")
-        queue_id = self._select_queue(tc, request)
-        requests = [(_send_header(topic, queue_id, sys_flag, props, now), as_broker_reads(props))
-                    for _, props in prepared]
-        return requests, [message for message, _ in prepared], topic
+        queue_id = self._select_queue(tc, request, prepared[0].get(PROPERTY_SHARDING_KEY))
+        requests = [(_send_header(topic, queue_id, sys_flag, props, now), as_broker_reads(props)) for props in prepared]
+        return requests, messages, bodies, topic
 
     @staticmethod
     def _send_response(entries: list["pb.SendResultEntry"]) -> "pb.SendMessageResponse":
@@ -622,11 +632,11 @@ class MessagingService:
         return response
 
     async def send_message(self, ctx: GrpcContext, request: "pb.SendMessageRequest") -> "pb.SendMessageResponse":
-        requests, messages, topic = self._prepare_send(ctx, request)
+        requests, messages, bodies, topic = self._prepare_send(ctx, request)
         entries = []
         local = _LocalContext(_LocalChannel(ctx.remote_addr))
-        for (header, props), message in zip(requests, messages):
-            answer = self._send(local, header, props, message.body)
+        for (header, props), message, body in zip(requests, messages, bodies):
+            answer = self._send(local, header, props, body)
             if not isinstance(answer, RemotingCommand):
                 answer = await answer
             entries.append(self._send_entry(topic, message, answer))
@@ -640,9 +650,9 @@ class MessagingService:
         message."""
         if len(request.messages) != 1:
             return self.send_message(ctx, request)
-        requests, messages, topic = self._prepare_send(ctx, request)
+        requests, messages, bodies, topic = self._prepare_send(ctx, request)
         header, props = requests[0]
-        answer = self._send(_LocalContext(_LocalChannel(ctx.remote_addr)), header, props, messages[0].body)
+        answer = self._send(_LocalContext(_LocalChannel(ctx.remote_addr)), header, props, bodies[0])
         if not isinstance(answer, RemotingCommand):
             return self._send_awaited(topic, messages[0], answer)
         message = messages[0]
@@ -754,13 +764,30 @@ def _parse(request_cls: Any, payload: bytes) -> Any:
 
 def _send_header(topic: str, queue_id: int, sys_flag: int, props: dict[str, str], now_ms: int) -> SendMessageRequestHeader:
     """The SEND_MESSAGE header the proxy's local mode hands the broker for this message
-    (its properties go beside it, already decoded: ``as_broker_reads``)."""
+    (its properties go beside it, already decoded: ``as_broker_reads``). Every field set here,
+    past the dataclass's generated (interpreted) keyword __init__, as processors/send.py does
+    for the Remoting sends."""
     born = props.get(PROPERTY_BORN_TIMESTAMP)
-    return SendMessageRequestHeader(
-        producerGroup=topic, topic=topic, defaultTopic=AUTO_CREATE_TOPIC_KEY_TOPIC, defaultTopicQueueNums=4,
-        queueId=queue_id, sysFlag=sys_flag, bornTimestamp=int(born) if born is not None else now_ms, flag=0,
-        properties=None, reconsumeTimes=0, unitMode=False, batch=False)
+    h = _new_header(SendMessageRequestHeader)
+    h.bname = None
+    h.producerGroup = topic
+    h.topic = topic
+    h.defaultTopic = AUTO_CREATE_TOPIC_KEY_TOPIC
+    h.defaultTopicQueueNums = 4
+    h.queueId = queue_id
+    h.sysFlag = sys_flag
+    h.bornTimestamp = int(born) if born is not None else now_ms
+    h.flag = 0
+    h.properties = None
+    h.reconsumeTimes = 0
+    h.unitMode = False
+    h.batch = False
+    h.maxReconsumeTimes = None
+    return h
 
 
-__all__ = ["CALL_CLIENT_TIMEOUT_S", "Call", "GrpcBroker", "GrpcHandler", "InlineHandler", "MessagingService",
+_new_header = object.__new__
+
+
+__all__ = ["CALL_CLIENT_TIMEOUT_S", "Call", "CallInfo", "GrpcBroker", "GrpcHandler", "InlineHandler", "MessagingService",
            "code_of_remoting"]

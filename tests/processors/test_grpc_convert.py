@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, strategies as st
 
 from rmqd.processors.grpc_common import contains_control, java_iso_control, status
-from rmqd.processors.grpc_convert import as_broker_reads, send_ok_response
+from rmqd.processors.grpc_convert import ack_ok_response, as_broker_reads, send_ok_response
 from rmqd.wire.rocketmq_v2 import Code, pb
 from rmqd.wire.message import decode_properties, encode_properties
 
@@ -54,3 +54,13 @@ def test_the_common_send_answer_is_the_bytes_upb_writes(message_id: str, offset:
     assert send_ok_response(message_id, offset) == expected.SerializeToString()
     parsed = pb.SendMessageResponse.FromString(send_ok_response(message_id, offset))
     assert parsed.entries[0].message_id == message_id and parsed.entries[0].offset == offset
+
+
+@given(st.lists(st.tuples(st.text(max_size=40), st.text(max_size=300)), max_size=4))
+def test_the_common_ack_answer_is_the_bytes_upb_writes(entries: list[tuple[str, str]]) -> None:
+    """ack_ok_response writes what the upb AckMessageResponse of those entries, all OK, writes
+    (empty ids and handles left out as proto3 does, handles longer than one length byte)."""
+    expected = pb.AckMessageResponse(status=status(Code.OK))
+    for message_id, handle in entries:
+        expected.entries.add(message_id=message_id, receipt_handle=handle, status=status(Code.OK))
+    assert ack_ok_response(entries) == expected.SerializeToString()

@@ -4,6 +4,7 @@ delay, transaction), end transaction with the check-back, the proxy's status cod
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -436,3 +437,18 @@ def test_a_grpc_send_stores_what_the_proxys_remoting_send_stores(tmp_path: Path)
         assert edges["TRACE_CONTEXT"] == "t\x01u" and edges["x"] == "y"
 
     _run(tmp_path, body)
+
+
+def test_the_send_header_is_the_one_its_keyword_constructor_builds() -> None:
+    """_send_header sets the fields past the dataclass's __init__: every field must be set, to
+    the values the proxy's local mode hands the broker."""
+    from rmqd.processors.grpc_service import _send_header
+    from rmqd.wire.headers import SendMessageRequestHeader
+
+    for props, born in (({"BORN_TIMESTAMP": "1700000000123"}, 1700000000123), ({}, 42)):
+        got = _send_header("TopicH", 3, 8, props, 42)
+        expected = SendMessageRequestHeader(
+            producerGroup="TopicH", topic="TopicH", defaultTopic="TBW102", defaultTopicQueueNums=4, queueId=3,
+            sysFlag=8, bornTimestamp=born, flag=0, properties=None, reconsumeTimes=0, unitMode=False, batch=False)
+        for f in dataclasses.fields(SendMessageRequestHeader):
+            assert getattr(got, f.name) == getattr(expected, f.name), f.name

@@ -77,6 +77,14 @@ def test_java_blank_and_length() -> None:
     assert N.group_remark("é" * 200).startswith("the specified group[")
 
 
+@given(st.text(alphabet=st.sampled_from([chr(i) for i in range(128)] + ["\xa0", "\u2007", "\u3000", "\x85", "é"]),
+               max_size=6))
+def test_java_is_blank_is_character_is_whitespace_over_every_character(text: str) -> None:
+    # its ASCII shortcut (str.isspace) must agree with Character.isWhitespace char by char
+    assert N.java_is_blank(text) == all(N.java_is_whitespace(ch) for ch in text)
+    assert N.java_is_blank(None)
+
+
 def test_consumer_group_names_its_retry_topic() -> None:
     assert N.consumer_group_remark("g" * 120) is None  # %RETRY% + 120 = 127
     remark = N.consumer_group_remark("g" * 121)
