@@ -67,7 +67,37 @@ _MAX_STATUS_TEXT = 1024
 Handler = Callable[["GrpcCall"], Awaitable[None]]
 #: a unary method answered on the read loop: (call, request message) -> the response message, or
 #: an awaitable of it (then a task finishes the call); GrpcWireError -> a status-only answer
-InlineHandler = Callable[["GrpcCall", bytes], "bytes | Awaitable[bytes]"]
+InlineHandler = Callable[["TakenCall", bytes], "bytes | Awaitable[bytes]"]
+
+
+class TakenCall:
+    """A call as an inline method's handler sees it: who calls what, from where, until when, and
+    the request's grpc-encoding. The read loop answers a call that wire/h2_fast.py took whole from
+    one read with no more than this: no queues, events or decoder, which only a call served by a
+    task needs. GrpcCall is this and those; when a taken call's answer has to wait after all, the
+    read loop makes it one (`GrpcConnection._answer_taken`)."""
+
+    __slots__ = ("conn", "stream_id", "service", "method", "metadata", "deadline", "encoding", "remote_addr",
+                 "local_addr")
+
+    def __init__(self, conn: "GrpcConnection", stream_id: int, service: str, method: str,
+                 metadata: dict[str, str], deadline: float | None, encoding: str | None) -> None:
+        self.conn = conn
+        self.stream_id = stream_id
+        self.service = service
+        self.method = method
+        #: request headers (lower-case names; for a repeated name the last value)
+        self.metadata = metadata
+        self.deadline = deadline
+        self.encoding = encoding
+        self.remote_addr = conn.remote_addr
+        self.local_addr = conn.local_addr
+
+    def remaining_seconds(self) -> float | None:
+        """Time left before the client's deadline (None: no grpc-timeout)."""
+        if self.deadline is None:
+            return None
+        return self.deadline - trio.current_time()
 
 
 class CallCancelled(CallClosedError):
@@ -80,21 +110,13 @@ class _Inbound:
     size: int  # flow-controlled bytes it stood for (acknowledged when read)
 
 
-class GrpcCall:
+class GrpcCall(TakenCall):
     """One RPC as its handler sees it."""
 
     def __init__(self, conn: "GrpcConnection", stream_id: int, service: str, method: str,
-                 metadata: dict[str, str], decoder: MessageDecoder, deadline: float | None) -> None:
-        self.conn = conn
-        self.stream_id = stream_id
-        self.service = service
-        self.method = method
-        #: request headers (lower-case names; for a repeated name the last value)
-        self.metadata = metadata
-        self.deadline = deadline
-        self.remote_addr = conn.remote_addr
-        self.local_addr = conn.local_addr
-        self._decoder = decoder
+                 metadata: dict[str, str], deadline: float | None, encoding: str | None) -> None:
+        TakenCall.__init__(self, conn, stream_id, service, method, metadata, deadline, encoding)
+        self._decoder = MessageDecoder(conn.server.max_message_size, encoding)
         self._inbound: collections.deque[_Inbound] = collections.deque()
         self._queued = 0
         self._unacked = 0  # flow-controlled bytes held back while the queue is full
@@ -251,12 +273,6 @@ class GrpcCall:
         self.finish_nowait(status, message)
         await self.conn.flush()
 
-    def remaining_seconds(self) -> float | None:
-        """Time left before the client's deadline (None: no grpc-timeout)."""
-        if self.deadline is None:
-            return None
-        return self.deadline - trio.current_time()
-
 
 class GrpcConnection:
     """One HTTP/2 connection: its h2 state machine, its read loop and its calls."""
@@ -295,7 +311,9 @@ class GrpcConnection:
         self._conn_window = trio.Event()
         #: calls of inline methods started by this read, answered once its events are handled
         #: (with the request when wire/h2_fast.py took it whole: h2 has no stream for it)
-        self._pending_inline: list[tuple[GrpcCall, Handler, InlineHandler, UnaryRequest | None]] = []
+        self._pending_inline: list[tuple[GrpcCall, Handler, InlineHandler]] = []
+        #: and those wire/h2_fast.py took whole (with their requests: h2 has no stream for them)
+        self._pending_taken: list[tuple[TakenCall, InlineHandler, UnaryRequest]] = []
         #: why the last read's header block was malformed (the connection ends, as h2 would end it)
         self._malformed: str | None = None
 
@@ -457,7 +475,7 @@ class GrpcConnection:
                     return
             if self.closed:
                 return
-            if self._pending_inline:
+            if self._pending_taken or self._pending_inline:
                 self._answer_inline(handlers_nursery)
             await self.flush()
 
@@ -564,14 +582,12 @@ class GrpcConnection:
         if encoding and encoding.strip().lower() not in ("identity", "gzip", "deflate"):
             self._refuse(sid, trailers_only(GrpcStatus.UNIMPLEMENTED, f"Unsupported grpc-encoding {encoding[:40]}"), fast)
             return
-        decoder = MessageDecoder(self.server.max_message_size, encoding)
-        call = GrpcCall(self, sid, service, method, headers, decoder, deadline)
         inline = self.server.inline_handlers.get((service, method))
+        if taken is not None and inline is not None:
+            self._pending_taken.append((TakenCall(self, sid, service, method, headers, deadline, encoding), inline, taken))
+            return
+        call = GrpcCall(self, sid, service, method, headers, deadline, encoding)
         if taken is not None:
-            if inline is not None:
-                call._input_ended = True
-                self._pending_inline.append((call, handler, inline, taken))
-                return
             # taken for a path that names no inline method (fast_paths is built from them): h2
             # opens the stream, the call gets its request as a task's call does
             if not self._fast.adopt(taken):
@@ -582,7 +598,7 @@ class GrpcConnection:
         if stream_ended:
             call._on_end()
         if inline is not None:
-            self._pending_inline.append((call, handler, inline, None))
+            self._pending_inline.append((call, handler, inline))
             return
         nursery.start_soon(self._run_call, call, handler)
 
@@ -591,11 +607,11 @@ class GrpcConnection:
         no task, no lock, and all their answers leave in the one write after it. Any other
         (a request still arriving, a reset, a bad frame) and any answer that has to wait runs
         as a task, as every other call does."""
+        taken, self._pending_taken = self._pending_taken, []
+        for light, inline, request in taken:
+            self._answer_taken(light, inline, request, nursery)
         pending, self._pending_inline = self._pending_inline, []
-        for call, handler, inline, taken in pending:
-            if taken is not None:
-                self._answer_taken(call, inline, taken, nursery)
-                continue
+        for call, handler, inline in pending:
             if (call.cancelled or call.finished or call._input_error is not None
                     or not call._input_ended or len(call._inbound) != 1):
                 nursery.start_soon(self._run_call, call, handler)
@@ -619,7 +635,7 @@ class GrpcConnection:
                 del self.calls[call.stream_id]
             call.finished = True
 
-    def _answer_taken(self, call: GrpcCall, inline: InlineHandler, taken: UnaryRequest, nursery: trio.Nursery) -> None:
+    def _answer_taken(self, call: TakenCall, inline: InlineHandler, taken: UnaryRequest, nursery: trio.Nursery) -> None:
         """An inline call wire/h2_fast.py took whole: answered straight into the write after this
         read; an answer that has to wait or does not fit the windows now makes h2 adopt the
         stream, and a task sends it as any other call's."""
@@ -641,8 +657,10 @@ class GrpcConnection:
             return
         if not self._fast.adopt(taken):
             return  # the connection is closing: nobody reads the answer
-        self.calls[sid] = call
-        nursery.start_soon(self._run_call, call, functools.partial(_send_later, answer))
+        full = GrpcCall(self, sid, call.service, call.method, call.metadata, call.deadline, call.encoding)
+        full._input_ended = True
+        self.calls[sid] = full
+        nursery.start_soon(self._run_call, full, functools.partial(_send_later, answer))
 
     def _finish_inline(self, call: GrpcCall, status: GrpcStatus, text: str) -> None:
         if self.closed:
@@ -810,4 +828,4 @@ class GrpcServer:
         await self._stopped.wait()
 
 
-__all__ = ["CallCancelled", "GrpcCall", "GrpcConnection", "GrpcServer", "Handler", "InlineHandler"]
+__all__ = ["CallCancelled", "GrpcCall", "GrpcConnection", "GrpcServer", "Handler", "InlineHandler", "TakenCall"]
