@@ -36,5 +36,6 @@ cdef class HpackDecoder:
     cdef _evict(self)
 
 @cython.locals(states=bytes, flag_of=bytes, symbols=bytes, state=cython.Py_ssize_t, flags=cython.uchar,
-               pos=cython.Py_ssize_t, byte=cython.uchar, index=cython.Py_ssize_t, out=bytearray)
+               pos=cython.Py_ssize_t, byte=cython.uchar, index=cython.Py_ssize_t, out=bytearray,
+               fail=cython.uchar, emit=cython.uchar, complete=cython.uchar)
 cpdef bytes huffman_decode(bytes data, Py_ssize_t start, Py_ssize_t end)

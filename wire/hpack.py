@@ -51,23 +51,24 @@ def huffman_decode(data: bytes, start: int, end: int) -> bytes:
     if start >= end:
         return b""
     states, flag_of, symbols = _H_STATE, _H_FLAGS, _H_SYMBOL
+    fail, emit, complete = HUFFMAN_FAIL, HUFFMAN_EMIT_SYMBOL, HUFFMAN_COMPLETE  # C integers, compiled
     out = bytearray()
     state = flags = 0
     for pos in range(start, end):
         byte = data[pos]
         index = state * 16 + (byte >> 4)
         state, flags = states[index], flag_of[index]
-        if flags & HUFFMAN_FAIL:
+        if flags & fail:
             raise HPACKDecodingError("Invalid Huffman string")
-        if flags & HUFFMAN_EMIT_SYMBOL:
+        if flags & emit:
             out.append(symbols[index])
         index = state * 16 + (byte & 0x0F)
         state, flags = states[index], flag_of[index]
-        if flags & HUFFMAN_FAIL:
+        if flags & fail:
             raise HPACKDecodingError("Invalid Huffman string")
-        if flags & HUFFMAN_EMIT_SYMBOL:
+        if flags & emit:
             out.append(symbols[index])
-    if not flags & HUFFMAN_COMPLETE:
+    if not flags & complete:
         raise HPACKDecodingError("Incomplete Huffman string")
     return bytes(out)
 
