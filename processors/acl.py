@@ -633,6 +633,7 @@ RESOURCE_PARSERS: dict[int, _Parser] = {
     int(RequestCode.LOCK_BATCH_MQ): _lock_batch,
     int(RequestCode.UNLOCK_BATCH_MQ): _lock_batch,
     int(RequestCode.GET_TOPIC_STATS_INFO): _topic,
+    int(RequestCode.GET_TOPIC_CONFIG): _topic,  # 5.x: @RocketMQAction GET, @RocketMQResource TOPIC
     int(RequestCode.GET_CONSUMER_CONNECTION_LIST): _consumer_group,
     int(RequestCode.GET_CONSUME_STATS): _group_and_topic,
     int(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO): _topic,

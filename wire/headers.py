@@ -617,6 +617,18 @@ class PopMessageResponseHeader(CommandHeader):
 
 
 @_header
+class GetTopicConfigRequestHeader(RpcRequestHeader):
+    """5.x GET_TOPIC_CONFIG (351; rocketmq-tools' examineTopicConfig, which examineTopicStats
+    calls): the topic (@CFNotNull) and TopicRequestHeader's ``lo`` ("logical": the static-topic
+    mapping is wanted too; the 5.x admin client always sends true). RpcRequestHeader's
+    ns/nsd/oway are not read."""
+
+    JAVA_CLASS: ClassVar[str] = f"{_JAVA5_PACKAGE}.GetTopicConfigRequestHeader"
+    topic: str | None = required(STRING)
+    lo: bool | None = optional(BOOL)
+
+
+@_header
 class AckMessageRequestHeader(RpcRequestHeader):
     JAVA_CLASS: ClassVar[str] = f"{_JAVA5_PACKAGE}.AckMessageRequestHeader"
     consumerGroup: str | None = required(STRING)
@@ -1050,6 +1062,8 @@ REQUEST_HEADERS: dict[int, type[CommandHeader]] = {
     RequestCode.POP_MESSAGE: PopMessageRequestHeader,
     RequestCode.ACK_MESSAGE: AckMessageRequestHeader,
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: ChangeInvisibleTimeRequestHeader,
+    # 5.x admin
+    RequestCode.GET_TOPIC_CONFIG: GetTopicConfigRequestHeader,
     # name server
     RequestCode.PUT_KV_CONFIG: PutKVConfigRequestHeader,
     RequestCode.GET_KV_CONFIG: GetKVConfigRequestHeader,
@@ -1131,6 +1145,7 @@ __all__ = [
     "GetMinOffsetRequestHeader",
     "GetMinOffsetResponseHeader",
     "GetProducerConnectionListRequestHeader",
+    "GetTopicConfigRequestHeader",
     "GetTopicStatsInfoRequestHeader",
     "GetTopicsByClusterRequestHeader",
     "NotifyConsumerIdsChangedRequestHeader",
