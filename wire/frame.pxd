@@ -58,7 +58,7 @@ cdef class FrameDecoder:
     @cython.locals(pos=cython.Py_ssize_t, avail=cython.Py_ssize_t, length=cython.Py_ssize_t, end=cython.Py_ssize_t)
     cpdef next_command(self)
 
-@cython.locals(b=bytes)
+@cython.locals(b=bytes, b0=cython.Py_ssize_t, b1=cython.Py_ssize_t, b2=cython.Py_ssize_t, b3=cython.Py_ssize_t)
 cdef Py_ssize_t _be_u32(object buf, Py_ssize_t pos) except -1
 
 @cython.locals(word=cython.Py_ssize_t, stype=cython.Py_ssize_t, hl=cython.Py_ssize_t, hstart=cython.Py_ssize_t,

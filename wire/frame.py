@@ -748,10 +748,19 @@ def encode_frame(cmd: RemotingCommand) -> bytes:
 
 def _be_u32(buf: bytes | bytearray | memoryview, pos: int) -> int:
     """The big-endian unsigned 32-bit word at ``buf[pos]`` (in range: the callers checked);
-    four C byte reads where compiled and ``buf`` is bytes (a received chunk), else struct."""
+    four C byte reads where compiled and ``buf`` is bytes (a received chunk), else struct.
+
+    Compiled, each byte is widened to a 64-bit ``Py_ssize_t`` (frame.pxd) before it is shifted:
+    shifted as a C ``int``, a first byte of 0x80 or more went negative, and 0xFFFFFFFF came out
+    as -1, the value that ``except -1`` reads as "an error was raised", so the decoder returned
+    NULL with no exception set and the connection hung. Widened, the word is 0..2**32-1."""
     if type(buf) is bytes:
         b = buf
-        return (b[pos] << 24) | (b[pos + 1] << 16) | (b[pos + 2] << 8) | b[pos + 3]
+        b0 = b[pos]
+        b1 = b[pos + 1]
+        b2 = b[pos + 2]
+        b3 = b[pos + 3]
+        return (b0 << 24) | (b1 << 16) | (b2 << 8) | b3
     return _U32.unpack_from(buf, pos)[0]
 
 
@@ -854,9 +863,7 @@ class FrameDecoder:
         avail = len(buf) - pos
         if avail < 4:
             return None
-        length = _be_u32(buf, pos)
-        if length > 0x7FFFFFFF:
-            raise FrameError(f"negative frame length {length - 0x100000000} at stream offset {pos}")
+        length = _be_u32(buf, pos)  # unsigned, as Netty's LengthFieldBasedFrameDecoder reads it
         if length + 4 > self.max_frame_length:
             raise FrameTooLargeError(length + 4, self.max_frame_length)
         if avail < 4 + length:
