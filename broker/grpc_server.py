@@ -137,7 +137,7 @@ class GrpcCall(TakenCall):
         try:
             messages = self._decoder.feed(data)
         except GrpcWireError as exc:
-            self._input_error = exc
+            self._input_error = exc.with_traceback(None)  # kept: its traceback would hold this frame, this call
             self.conn.ack(flow_size, self.stream_id)
             self._readable.set()
             return
@@ -161,7 +161,7 @@ class GrpcCall(TakenCall):
             try:
                 self._decoder.end()
             except GrpcWireError as exc:
-                self._input_error = exc
+                self._input_error = exc.with_traceback(None)
         self._readable.set()
 
     def _on_reset(self) -> None:
@@ -192,7 +192,8 @@ class GrpcCall(TakenCall):
                     await self.conn.flush()
                 return item.payload
             if self._input_error is not None:
-                raise self._input_error
+                # a copy: the one kept here never gets a traceback (call -> error -> frames -> call)
+                raise GrpcWireError(self._input_error.status, str(self._input_error))
             if self.cancelled:
                 raise CallCancelled()
             if self._input_ended:
@@ -680,15 +681,15 @@ class GrpcConnection:
                 try:
                     await handler(call)
                 except Exception as raised:  # noqa: BLE001 - the handler's bug is ours: log it, answer INTERNAL
-                    exc = _leaf(raised)
-                    if isinstance(exc, CallCancelled):
+                    # judged in a function of its own: no name here but `raised` (which Python
+                    # unbinds after the clause) may hold the exception, else this frame holds
+                    # it, its traceback holds this frame and the handler's, and with them the
+                    # call and its buffers, until a full GC pass (issue 46: a reset call's 100
+                    # MiB partial message held for minutes)
+                    answer = _failure_answer(call, raised)
+                    if answer is None:
                         return
-                    if isinstance(exc, GrpcWireError):
-                        status, text = exc.status, str(exc)
-                    else:
-                        log.error("grpc %s/%s from %s failed", call.service, call.method, call.remote_addr,
-                                  exc_info=raised)
-                        status, text = GrpcStatus.INTERNAL, f"internal error: {type(exc).__name__}"
+                    status, text = answer
             if scope.cancelled_caught and not call.cancelled:
                 status, text = GrpcStatus.DEADLINE_EXCEEDED, "deadline exceeded"
             if not call.finished and not self.closed:
@@ -714,6 +715,18 @@ async def _send_later(answer: bytes | Awaitable[bytes], call: GrpcCall) -> None:
     """An inline call finished by its own task: its answer has to wait, or did not fit the
     flow-control window."""
     await call.send_last(answer if isinstance(answer, bytes) else await answer)
+
+
+def _failure_answer(call: GrpcCall, raised: Exception) -> tuple[GrpcStatus, str] | None:
+    """The status a handler's exception answers its call with (None: the call was cancelled,
+    nobody reads an answer); a bug (anything but GrpcWireError) is logged."""
+    exc = _leaf(raised)
+    if isinstance(exc, CallCancelled):
+        return None
+    if isinstance(exc, GrpcWireError):
+        return exc.status, str(exc)
+    log.error("grpc %s/%s from %s failed", call.service, call.method, call.remote_addr, exc_info=raised)
+    return GrpcStatus.INTERNAL, f"internal error: {type(exc).__name__}"
 
 
 def _leaf(exc: BaseException) -> BaseException:
