@@ -29,6 +29,13 @@ _WHITESPACE = (0x20, 0x09)
 #: once per distinct field; the per-call ones (request ids) come and go with the bound.
 _CLEAN: dict[tuple[bytes, bytes], tuple[str, str, bool]] = {}
 _MAX_CLEAN = 4096
+#: only a field this short (name and value) is kept: the cache lives as long as the process, and
+#: a client sending distinct 63 KB values (up to 64 KiB each, the header list limit) pinned ~490
+#: MiB in it for good (issue 46). Bounded so, it holds at most _MAX_CLEAN_BYTES of header bytes
+#: (about as much again as their text); gRPC's and RocketMQ's own fields (ids, dates, the
+#: authorization signature) are all far shorter, and a long field is scanned once per call anyway.
+_MAX_CLEAN_FIELD = 512
+_MAX_CLEAN_BYTES = _MAX_CLEAN * _MAX_CLEAN_FIELD
 
 
 def _field_problem(name: bytes, value: bytes) -> str | None:
@@ -81,9 +88,10 @@ def _scan(headers: Sequence[tuple[bytes, bytes]], trailer: bool, metadata: dict[
             if problem is not None:
                 return problem
             known = (field[0].decode("latin-1"), field[1].decode("latin-1"), field[0][0] == 0x3A)
-            if len(clean) >= _MAX_CLEAN:
-                clean.clear()
-            clean[field] = known
+            if len(field[0]) + len(field[1]) <= _MAX_CLEAN_FIELD:
+                if len(clean) >= _MAX_CLEAN:
+                    clean.clear()
+                clean[field] = known
         if metadata is not None:
             metadata[known[0]] = known[1]
         name, value = field
