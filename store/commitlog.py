@@ -359,7 +359,7 @@ class CommitLog:
     def __init__(self, config: MessageStoreConfig):
         self.config = config
         self.mapped_file_queue = MappedFileQueue(config.get_store_path_commit_log(), config.mappedFileSizeCommitLog,
-                                                 durable_names=True)
+                                                 durable_names=True, preallocate=config.warmMapedFileEnable)
         self.topic_queue_table: dict[str, int] = {}
         self.put_message_lock = threading.Lock()
         self.delay_levels = config.delay_levels_ms()

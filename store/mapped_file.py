@@ -1,7 +1,10 @@
 """MappedFile / MappedFileQueue: RocketMQ's fixed-size memory-mapped files.
 
-Every file of a queue (commit log, one consume queue) has the same preallocated size and is
-named by the 20-digit zero-padded offset of its first byte (UtilAll.offset2FileName). Writers
+Every file of a queue (commit log, one consume queue) has the same fixed size and is named by
+the 20-digit zero-padded offset of its first byte (UtilAll.offset2FileName). A new file has its
+full size at once but is sparse, as RocketMQ's (RandomAccessFile.setLength): it takes disk
+blocks only as it is written, so a new store does not take 1 GiB of disk for a commit-log file
+it has not written; ``preallocate`` (warmMapedFileEnable) reserves every block up front. Writers
 write with pwrite(2) through a descriptor of their own (see :meth:`MappedFile.write`); readers
 get memoryviews of the mapping (zero-copy pull responses);
 flushing is fdatasync of the file (MappedByteBuffer.force in RocketMQ), see :func:`sync_file`.
@@ -41,7 +44,8 @@ def offset_to_file_name(offset: int) -> str:
 def create_file_atomically(path: str, size: int, allocate: bool = False,
                            prepare: Callable[[mmap.mmap], None] | None = None, sync_dir: bool = False,
                            map_it: bool = True) -> mmap.mmap | None:
-    """Create ``path`` at its full ``size`` and return it mapped: the file is sized (and
+    """Create ``path`` at its full ``size`` and return it mapped: the file is sized - sparse
+    (ftruncate), or with ``allocate`` its blocks reserved (posix_fallocate) - (and
     ``prepare``-d, e.g. a header written) under a temporary name and then renamed, so a crash
     at any point leaves either no file or a complete one - never a 0-byte or short file that
     the next start would refuse. Leftover temporaries are removed by
@@ -140,7 +144,7 @@ def remove_temp_files(d: Path) -> list[str]:
 
 
 class MappedFile:
-    """One preallocated file mapped in memory.
+    """One fixed-size file mapped in memory.
 
     Positions are plain ints updated by the single writer (under the owner's lock) and read by
     flush/dispatch threads; an int assignment is atomic under the GIL, and the writer publishes
@@ -152,7 +156,7 @@ class MappedFile:
                  "_fd", "_handles", "__weakref__")
 
     def __init__(self, path: str | os.PathLike, file_size: int, *, create: bool = True, sync_dir: bool = False,
-                 preallocate: bool = True, handles: "FileHandles | None" = None, checked: bool = False):
+                 preallocate: bool = False, handles: "FileHandles | None" = None, checked: bool = False):
         self.path = str(path)
         self.file_name = os.path.basename(self.path)
         if len(self.file_name) != 20 or not self.file_name.isdigit():
@@ -161,9 +165,11 @@ class MappedFile:
         self.file_from_offset = int(self.file_name)
         self._handles = handles
         if create and not os.path.exists(self.path):
-            # the commit log gets real blocks up front: appends then never page-fault into a
-            # sparse hole; consume queues stay sparse as RocketMQ's (a topic of 1024 queues
-            # would otherwise take 1024 x 5.7 MiB of disk at once)
+            # sparse unless ``preallocate`` (the commit log with warmMapedFileEnable=true):
+            # writes are pwrite(2) (see write), so a hole costs an append nothing more than a
+            # reserved block does - the file system allocates the block as the page is
+            # written back - and a full disk fails that pwrite with ENOSPC, refused like any
+            # failed write; consume queues of 1024 queues would otherwise take 1024 x 5.7 MiB
             mm = create_file_atomically(self.path, file_size, allocate=preallocate, sync_dir=sync_dir,
                                         map_it=handles is None)
             if mm is not None:
@@ -440,10 +446,12 @@ class MappedFileQueue:
     """The ordered files of one queue directory (MappedFileQueue.java)."""
 
     def __init__(self, store_path: str | os.PathLike, mapped_file_size: int, durable_names: bool = False,
-                 preallocate: bool = True, handles: FileHandles | None = None):
+                 preallocate: bool = False, handles: FileHandles | None = None):
         """``durable_names``: fsync the directory after creating a file (the commit log, whose
         acknowledged data must not lose its file name in a power cut). ``preallocate``: give
-        new files real blocks (the commit log) or leave them sparse (consume queues).
+        new files all their blocks at creation (the commit log with warmMapedFileEnable=true:
+        a full disk then fails the file's creation, not a later write) or leave them sparse
+        (the default, as RocketMQ's files are).
         ``handles``: files are :class:`LazyMappedFile`s written through these descriptors."""
         self.store_path = str(store_path)
         self.handles = handles
