@@ -216,6 +216,9 @@ class BrokerSettings:
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
     #: the keys a broker.conf or the command line set (the others hold their defaults)
     explicit_keys: set[str] = field(default_factory=set)
+    #: key -> where its value came from (the file's path, "command line"): validate's errors
+    #: name it, as the errors of apply do
+    key_sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def listen_port(self) -> int:
@@ -253,6 +256,7 @@ class BrokerSettings:
             if hit:
                 _check_supported(source, key, self)
                 self.explicit_keys.add(key)
+                self.key_sources[key] = source
             elif key not in STARTUP_KEYS:
                 if unknown == "error":
                     raise ConfigError(f"{source}: unknown config key {key!r}")
@@ -365,39 +369,79 @@ def load_broker_settings(conf_path: str | os.PathLike[str] | None = None,
 
 
 def validate(settings: BrokerSettings) -> None:
+    """BrokerStartup's own checks after loading; each error names where the key was set (the
+    file, or the command line) and the key, as the errors of loading do."""
     b = settings.broker
+
+    def fail(key: str, text: str) -> ConfigError:
+        source = settings.key_sources.get(key)
+        return ConfigError(f"{source}: {text}" if source else f"{text} (the default value of {key})")
+
     port = settings.netty_server.listenPort
     if not 3 <= port <= 65535:
-        raise ConfigError(f"listenPort={port} is out of range (the fast port listenPort-2 must be valid too)")
+        raise fail("listenPort", f"listenPort={port} is out of range (the fast port listenPort-2 must be valid too)")
     if not -1 <= settings.proxy.grpcServerPort <= 65535:
-        raise ConfigError(f"grpcServerPort={settings.proxy.grpcServerPort} is out of range "
-                          "(0: any free port, -1: no gRPC endpoint)")
+        raise fail("grpcServerPort", f"grpcServerPort={settings.proxy.grpcServerPort} is out of range "
+                                     "(0: any free port, -1: no gRPC endpoint)")
     if b.brokerId < 0:
-        raise ConfigError(f"brokerId={b.brokerId} must be >= 0")
+        raise fail("brokerId", f"brokerId={b.brokerId} must be >= 0")
     # enums in 4.9.8 (BrokerRole.valueOf, FlushDiskType.valueOf: case-sensitive, a bad name stops the start)
     for key, value, allowed in (("brokerRole", settings.store.brokerRole, ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")),
                                 ("flushDiskType", settings.store.flushDiskType, ("ASYNC_FLUSH", "SYNC_FLUSH"))):
         if value not in allowed:
-            raise ConfigError(f"{key}={value!r} is not one of {', '.join(allowed)}")
+            raise fail(key, f"{key}={value!r} is not one of {', '.join(allowed)}")
     # BrokerStartup: masters are brokerId 0; a slave needs brokerId > 0 (exit -3 in 4.9.8)
     if settings.store.brokerRole == "SLAVE" and b.brokerId <= 0:
-        raise ConfigError(f"brokerRole=SLAVE needs brokerId > 0 (Slave's brokerId must be > 0), got {b.brokerId}")
+        raise fail("brokerRole", f"brokerRole=SLAVE needs brokerId > 0 (Slave's brokerId must be > 0), "
+                                 f"got brokerId={b.brokerId}")
     if settings.store.brokerRole in ("ASYNC_MASTER", "SYNC_MASTER"):
         b.brokerId = 0
     if not b.brokerName:
-        raise ConfigError("brokerName must not be empty")
+        raise fail("brokerName", "brokerName must not be empty")
     if b.defaultTopicQueueNums <= 0:
-        raise ConfigError(f"defaultTopicQueueNums={b.defaultTopicQueueNums} must be > 0")
+        raise fail("defaultTopicQueueNums", f"defaultTopicQueueNums={b.defaultTopicQueueNums} must be > 0")
+    try:  # (parsed again by the commit log and the delay-level service: a bad unit must stop the start here)
+        settings.store.delay_levels_ms()
+    except ValueError:
+        raise fail("messageDelayLevel", f"messageDelayLevel={settings.store.messageDelayLevel!r} is not a list of "
+                                        "delays such as 1s 5m 2h 1d") from None
     ha_bind = settings.store.haBindAddress
     if ha_bind is not None:
         try:
             ipaddress.ip_address(ha_bind)
         except ValueError:
-            raise ConfigError(f"haBindAddress={ha_bind!r} is not an IP address (the interface the HA port "
-                              f"listenPort+1 binds)") from None
-    b.metricsExporterType = metrics_exporter_type(b.metricsExporterType)
+            raise fail("haBindAddress", f"haBindAddress={ha_bind!r} is not an IP address (the interface the HA port "
+                                        f"listenPort+1 binds)") from None
+    try:
+        b.metricsExporterType = metrics_exporter_type(b.metricsExporterType)
+    except ConfigError as exc:
+        raise fail("metricsExporterType", str(exc)) from None
     if not 0 <= b.metricsPromExporterPort <= 65535:
-        raise ConfigError(f"metricsPromExporterPort={b.metricsPromExporterPort} is out of range")
+        raise fail("metricsPromExporterPort", f"metricsPromExporterPort={b.metricsPromExporterPort} is out of range")
+    _check_distinct_ports(settings, fail)
+
+
+def _check_distinct_ports(settings: BrokerSettings, fail: Callable[[str, str], ConfigError]) -> None:
+    """Two of the broker's listeners on one port and address cannot both bind: refused here,
+    naming both keys, rather than as a bind error of whichever starts second. Listeners kept to
+    an address of their own (haBindAddress, metricsPromExporterHost) may share a port number;
+    the default grpcServerPort is left out (taken, the gRPC endpoint is skipped with a warning,
+    see BrokerRole)."""
+    port = settings.netty_server.listenPort
+    taken: dict[int, str] = {port: "listenPort", port - 2: "listenPort-2 (the fast port)"}
+    if settings.store.brokerRole != "SLAVE" and settings.store.haBindAddress is None:
+        taken[port + 1] = "listenPort+1 (the HA port)"
+    others: list[tuple[str, int]] = []
+    grpc = settings.proxy.grpcServerPort
+    if grpc > 0 and "grpcServerPort" in settings.explicit_keys:
+        others.append(("grpcServerPort", grpc))
+    b = settings.broker
+    if b.metricsExporterType == "PROM" and b.metricsPromExporterPort > 0 and not b.metricsPromExporterHost.strip():
+        others.append(("metricsPromExporterPort", b.metricsPromExporterPort))  # (the type normalized by validate)
+    for key, value in others:
+        if value in taken:
+            raise fail(key, f"{key}={value} is the port of {taken[value]} too: each listener needs its own port")
+        taken[value] = key
 
 
 #: MetricsExporterType (5.x) by ordinal.
