@@ -24,6 +24,7 @@ from typing import Any
 
 import trio
 
+from rmqd.broker.listen import bind_tcp
 from rmqd.store.ha_append import master_start_offset, read_commit_log
 from rmqd.wire.ha import HAProtocolError, ReportReader, encode_transfer_header
 
@@ -88,7 +89,7 @@ class HAMasterService:
 
     # -- serving ---------------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED) -> None:
-        listeners = await trio.open_tcp_listeners(int(self.config.haListenPort), host=self.host)
+        listeners = await bind_tcp(self.host, int(self.config.haListenPort))  # (a failure names the address)
         sock = listeners[0].socket
         self.bound = sock.getsockname()[:2]
         async with trio.open_nursery() as nursery:

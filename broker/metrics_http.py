@@ -22,6 +22,8 @@ import trio
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
+from rmqd.broker.listen import ListenError, bind_tcp
+
 log = logging.getLogger("rmqd.metrics")
 
 HEALTH_PATH = "/health"
@@ -41,9 +43,9 @@ class MetricsHttpServer:
     async def run(self, host: str, port: int, *,
                   task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED) -> None:
         try:
-            listeners = await trio.open_tcp_listeners(port, host=host or None)
-        except OSError as exc:  # name the key: the CLI's one line then says which port it was
-            raise OSError(exc.errno, f"metricsPromExporterHost:Port {host}:{port}: {exc.strerror or exc}") from exc
+            listeners = await bind_tcp(host, port)
+        except ListenError as exc:  # name the listener and its keys: the CLI's one line says them
+            raise exc.named("the metrics exporter", "metricsPromExporterHost, metricsPromExporterPort") from None
         sockname = listeners[0].socket.getsockname()
         self.bound = (host or sockname[0], sockname[1])
         log.info("metrics exporter (Prometheus) listening on %s:%d", *self.bound)

@@ -25,6 +25,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
 import trio
 
+from rmqd.broker.listen import bind_tcp
 from rmqd.wire.codes import ResponseCode
 from rmqd.wire.errors import WireError
 from rmqd.wire.frame import (RPC_ONEWAY, RPC_TYPE_RESPONSE, FrameDecoder, RemotingCommand, encode_frame,
@@ -126,7 +127,7 @@ async def open_tcp_endpoints(endpoints: Iterable[tuple[str, int]],
     bound: list[tuple[str, int]] = []
     try:
         for host, port in endpoints:
-            opened = await trio.open_tcp_listeners(port, host=host or None)
+            opened = await bind_tcp(host, port)  # (a failure names the address: ListenError)
             listeners.extend(opened)
             sockname = opened[0].socket.getsockname()
             bound.append((host or sockname[0], sockname[1]))

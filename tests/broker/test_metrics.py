@@ -199,5 +199,5 @@ def test_a_busy_exporter_port_is_one_line_naming_it(tmp_path: Path) -> None:
         r = run_once("serve", "--store", str(tmp_path / "store"), "--namesrv-port", str(free_port()),
                      "--broker-port", str(free_broker_port()), "--host", "127.0.0.1", "-c", str(conf), timeout=60)
     assert r.returncode == 1
-    assert r.stderr.strip() == (f"rmqd: cannot listen: address already in use (metricsPromExporterHost:Port "
-                                f"127.0.0.1:{port}: Address already in use)")
+    assert r.stderr.strip() == (f"rmqd: cannot listen: address already in use: the metrics exporter on "
+                                f"127.0.0.1:{port} (metricsPromExporterHost, metricsPromExporterPort)")
