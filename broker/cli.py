@@ -1,8 +1,12 @@
 """`rmqd`: serve | namesrv | broker | store verify | store dump | spark verify | spark export.
 
-Contract (issue 4): once every port accepts, one line starting with `rmqd ready` on stdout;
+Contract (issue 4): once every port accepts, one line starting with `rmqd ready` on stdout,
+naming each listener's bound address (`namesrv=0.0.0.0:9876 broker=... fast=... ha=... grpc=...
+metrics=...`, the address each socket is bound to, not a guess at one to connect to);
 SIGINT/SIGTERM stop gracefully and exit 0; any error is one line on stderr and a non-zero
-exit — never a traceback (set RMQD_DEBUG=1 to get one in the log).
+exit — never a traceback (set RMQD_DEBUG=1 to get one in the log). The line names what to fix:
+the file and key of a config error, the listener, address and key of a bind error, the file,
+offset and `rmqd store verify` command of store damage.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from typing import Any, Callable, Sequence
 
 import trio
 
-from rmqd.broker.config import ConfigError, load_broker_settings
+from rmqd.broker.config import BrokerSettings, ConfigError, load_broker_settings
+from rmqd.broker.listen import ListenError, format_host_port
 from rmqd.broker.remoting_client import parse_addr
-from rmqd.store.errors import StoreConfigError
+from rmqd.store.errors import StoreConfigError, StoreFileError, StoreLockError
 from rmqd.wire.errors import WireError
 
 log = logging.getLogger("rmqd")
@@ -45,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     # value alone unless given (SUPPRESS), so the top-level default (RMQD_LOG_LEVEL) stands
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--log-level", default=argparse.SUPPRESS, help="logging level for stderr (default WARNING)")
-    parser = argparse.ArgumentParser(prog="rmqd", description="A drop-in broker for Apache RocketMQ 4.9.x clients.")
+    parser = argparse.ArgumentParser(prog="rmqd", description=DESCRIPTION)
     parser.add_argument("--log-level", default=os.environ.get("RMQD_LOG_LEVEL", "WARNING"),
                         help="logging level for stderr (default WARNING)")
     parser.add_argument("--version", action="version", version=f"rmqd {__version__}")
@@ -113,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 SPARK_COMMANDS = ("verify", "export", "package")
 
+DESCRIPTION = ("A drop-in broker for Apache RocketMQ clients: 4.9.x clients over Remoting (name server and "
+               "broker ports) and 5.x clients over gRPC (what Apache's rocketmq-proxy serves, on grpcServerPort).")
+
 
 def _take_log_level(args: argparse.Namespace) -> None:
     """`rmqd spark verify STORE --log-level DEBUG`: the option is rmqd's, not the Spark job's."""
@@ -133,11 +141,14 @@ def _take_log_level(args: argparse.Namespace) -> None:
 
 
 def _connect_host(host: str) -> str:
+    """An address to connect to a listener bound to ``host`` (the wildcard: the loopback)."""
     return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
 
 
 def _fmt(addr: tuple[str, int]) -> str:
-    return f"{_connect_host(addr[0])}:{addr[1]}"
+    """A bound address as the ready line shows it: what the socket is bound to (0.0.0.0 for
+    every interface), so the line says where the listener really is."""
+    return format_host_port(addr[0] or "0.0.0.0", addr[1])
 
 
 def _check_port(port: int | None, what: str) -> None:
@@ -220,6 +231,7 @@ def _broker_settings(args: argparse.Namespace, *, store: str | None, port: int |
         overrides["storePathRootDir"] = "./store"
     settings = load_broker_settings(args.config, overrides)
     settings.store.storePathRootDir = _prepare_store(settings.store.storePathRootDir)
+    args.store_in_use = settings.store.storePathRootDir  # (named by a store-damage error: _describe)
     return settings
 
 
@@ -241,9 +253,34 @@ async def _wait_for_signal(signals: Any, stop: Callable[[], Any]) -> None:
         return
 
 
-def _grpc_part(bound: dict[str, tuple[str, int]]) -> str:
-    """` grpc=host:port` of the ready line when the gRPC endpoint runs."""
-    return f" grpc={_fmt(bound['grpc'])}" if "grpc" in bound else ""
+#: the broker's listeners in the ready line's order (ha: a master's; grpc, metrics: when they run)
+_BROKER_LISTENERS = ("broker", "fast", "ha", "grpc", "metrics")
+
+
+def _listeners_part(bound: dict[str, tuple[str, int]]) -> str:
+    """`broker=host:port fast=... [ha=...] [grpc=...] [metrics=...]` of the ready line."""
+    return " ".join(f"{name}={_fmt(bound[name])}" for name in _BROKER_LISTENERS if name in bound)
+
+
+#: port -> (the listener, the keys that set it): who a bind error of that port is about
+ListenerNames = dict[int, tuple[str, str]]
+
+
+def _broker_listener_names(settings: BrokerSettings, port_option: str) -> ListenerNames:
+    """The broker's listeners by port (validate has made sure no two share one; the metrics
+    exporter names itself)."""
+    port = settings.listen_port
+    key = f"listenPort, {port_option}"
+    return {port: ("the broker", key), port - 2: ("the fast port (listenPort - 2)", key),
+            port + 1: ("the HA port (listenPort + 1)", f"{key}; haBindAddress"),
+            settings.proxy.grpcServerPort: ("the gRPC endpoint", "grpcServerPort, --grpc-port")}
+
+
+def _naming(args: argparse.Namespace, names: ListenerNames) -> None:
+    """The listeners a bind error from now on can be about (the name server's while it starts,
+    then the broker's): _describe names the one whose port failed. (A bind error reaches main
+    wrapped in the nurseries' exception groups, so it is named there, not where it is raised.)"""
+    args.listener_names = names
 
 
 def _ready(line: str) -> None:
@@ -261,6 +298,7 @@ async def _run_namesrv(args: argparse.Namespace) -> int:
     role = NamesrvRole(config, host=args.host)
     with _signals() as signals:
         async with trio.open_nursery() as nursery:
+            _naming(args, {role.port: ("the name server", "listenPort of -c, --port")})
             bound = await nursery.start(role.run)
             _ready(f"rmqd ready namesrv={_fmt(bound)}")
             await _wait_for_signal(signals, role.stop)
@@ -278,9 +316,10 @@ async def _run_broker(args: argparse.Namespace) -> int:
     role = BrokerRole(settings, host=args.host or "0.0.0.0")
     with _signals() as signals:
         async with trio.open_nursery() as nursery:
+            _naming(args, _broker_listener_names(settings, "--port"))
             bound = await nursery.start(role.run)
-            _ready(f"rmqd ready broker={_fmt(bound['broker'])} fast={_fmt(bound['fast'])}{_grpc_part(bound)} "
-                   f"namesrv={settings.broker.namesrvAddr} store={settings.store.storePathRootDir}")
+            _ready(f"rmqd ready {_listeners_part(bound)} namesrv={settings.broker.namesrvAddr} "
+                   f"store={settings.store.storePathRootDir}")
             await _wait_for_signal(signals, role.stop)
             nursery.cancel_scope.cancel()
     return EXIT_OK
@@ -297,14 +336,16 @@ async def _run_serve(args: argparse.Namespace) -> int:
     # bind the name server first: its real port (0 = any) goes into namesrvAddr
     with _signals() as signals:
         async with trio.open_nursery() as nursery:
+            _naming(args, {ns_port: ("the name server", "--namesrv-port")})
             ns_bound = await nursery.start(ns_role.run)
-            ns_addr = f"{_connect_host(host)}:{ns_bound[1]}"
+            ns_addr = f"{_connect_host(host)}:{ns_bound[1]}"  # where the broker registers
             settings = _broker_settings(args, store=args.store, port=args.broker_port, host=args.host,
                                         namesrv_addr=ns_addr)
             broker_role = BrokerRole(settings, host=host)
+            _naming(args, _broker_listener_names(settings, "--broker-port"))
             bound = await nursery.start(broker_role.run)
-            _ready(f"rmqd ready namesrv={ns_addr} broker={_fmt(bound['broker'])} fast={_fmt(bound['fast'])}"
-                   f"{_grpc_part(bound)} store={settings.store.storePathRootDir}")
+            _ready(f"rmqd ready namesrv={_fmt(ns_bound)} {_listeners_part(bound)} "
+                   f"store={settings.store.storePathRootDir}")
 
             async def stop_all() -> None:
                 await broker_role.stop()   # drains requests, unregisters from the name server
@@ -337,6 +378,7 @@ def _run_store(args: argparse.Namespace) -> int:
         store_dir = Path(args.store_dir)
     if not store_dir.is_dir():
         raise CliError(f"store {store_dir} does not exist or is not a directory")
+    args.store_in_use = str(store_dir)
     try:
         from rmqd.store import tools
     except ImportError as exc:
@@ -458,11 +500,28 @@ def _leaf_exceptions(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-def _describe(exc: BaseException) -> str:
+def _verify_command(args: argparse.Namespace | None) -> str:
+    """`rmqd store verify DIR [-c broker.conf]` for the store the failed command used."""
+    store = getattr(args, "store_in_use", None) if args is not None else None
+    if store is None:
+        return "rmqd store verify <store directory>"
+    conf = getattr(args, "config", None) if args is not None else None
+    return f"rmqd store verify {store}" + (f" -c {conf}" if conf else "")
+
+
+def _describe(exc: BaseException, args: argparse.Namespace | None = None) -> str:
     if isinstance(exc, (CliError, ConfigError)):
         return str(exc)
-    if isinstance(exc, StoreConfigError):
+    if isinstance(exc, (StoreConfigError, StoreLockError)):
         return str(exc)
+    if isinstance(exc, StoreFileError):
+        # store damage: the file and offset (in the message), and the command that checks the
+        # whole store and lists every damaged record
+        return f"store problem: {exc}; inspect the store with: {_verify_command(args)}"
+    if isinstance(exc, ListenError):
+        names: ListenerNames = getattr(args, "listener_names", None) or {}
+        listener, key = names.get(exc.port, ("", ""))
+        return str(exc.named(listener, key) if listener else exc)
     if isinstance(exc, WireError):
         return f"bad data: {exc}"
     if isinstance(exc, PermissionError):
@@ -507,7 +566,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         if os.environ.get("RMQD_DEBUG"):
             log.error("rmqd failed", exc_info=exc)
-        print(f"rmqd: {_describe(leaves[0])}", file=sys.stderr)
+        print(f"rmqd: {_describe(leaves[0], args)}", file=sys.stderr)
         return EXIT_ERROR
 
 

@@ -93,11 +93,21 @@ async def sample_loop(sample: Callable[[], None], interval_s: float = SAMPLE_INT
 REGISTRATION_FRESH_S = 120.0
 
 
+def exporter_host(configured: str, listen_host: str) -> str:
+    """Where the exporter binds: ``metricsPromExporterHost`` when set, else the address the
+    broker's own ports listen on (``--host``, default 0.0.0.0: every interface). Apache 5.x
+    binds brokerIP1 when the key is blank, which is the machine's first non-loopback address,
+    so there ``curl 127.0.0.1:5557/metrics`` is refused; rmqd's exporter is reachable wherever
+    the broker is (127.0.0.1 included), and ``metricsPromExporterHost`` still keeps it to one
+    interface."""
+    return configured.strip() or listen_host
+
+
 class Observability:
     """What a BrokerRole runs for its statistics and metrics: the 10-s sampling of the 4.9
     stats, and with ``metricsExporterType=PROM`` the request timing and the HTTP listener
-    (metrics and /health) on ``metricsPromExporterHost`` (default brokerIP1) :
-    ``metricsPromExporterPort``."""
+    (metrics and /health) on ``metricsPromExporterHost`` : ``metricsPromExporterPort`` (see
+    :func:`exporter_host` for the default host)."""
 
     def __init__(self, role: "BrokerRole") -> None:
         self.role = role
@@ -141,9 +151,9 @@ class Observability:
             bound = None
             if self.exporter is not None:
                 bc = r.broker_config
-                bound = await nursery.start(self.exporter.run, bc.metricsPromExporterHost or bc.brokerIP1,
+                bound = await nursery.start(self.exporter.run, exporter_host(bc.metricsPromExporterHost, r.host),
                                             bc.metricsPromExporterPort)
             task_status.started(bound)
 
 
-__all__ = ["Observability", "REGISTRATION_FRESH_S", "instrument", "sample_loop"]
+__all__ = ["Observability", "REGISTRATION_FRESH_S", "exporter_host", "instrument", "sample_loop"]
