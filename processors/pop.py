@@ -516,7 +516,7 @@ class PopService:
 
         Raises PopError for what 5.3 refuses (unknown topic or group, bad queue, more than 32,
         a filter that does not parse, a broker without read permission)."""
-        message_filter = self._check_pop(group, topic, queue_id, max_count, expression_type, expression)
+        message_filter = self._check_pop(group, topic, queue_id, max_count, expression_type, expression, fifo)
         deadline = trio.current_time() + max(poll_time_ms, 0) / 1000.0
         while True:
             waiter = self.polling.register(topic, self.retry_topic(topic, group)) if poll_time_ms > 0 else None
@@ -547,8 +547,14 @@ class PopService:
                     self.polling.unregister(waiter)
 
     def _check_pop(self, group: str, topic: str, queue_id: int, max_count: int, expression_type: str | None,
-                   expression: str | None) -> ExpressionMessageFilter:
-        """The refusals of PopMessageProcessor.processRequest, in its order; the message filter."""
+                   expression: str | None, fifo: bool = False) -> ExpressionMessageFilter:
+        """The refusals of PopMessageProcessor.processRequest, in its order; the message filter.
+
+        One of rmqd's own (docs/pop.md): a non-FIFO pop whose POP retry topic is not a topic
+        rmqd's store can keep (over 127 chars: a record 4.9.x could not read), for the revive
+        service could never put an unacked message back. A FIFO pop is never refused for it:
+        an orderly pop neither reads nor writes the retry topic (5.x redelivers from the
+        original queue), whatever the length of its name."""
         b = self.broker
         bc = b.broker_config
         if not perm_readable(bc.brokerPermission):
@@ -569,10 +575,12 @@ class PopService:
             raise PopError(ResponseCode.INVALID_PARAMETER,
                            f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
                            f"[{tc.readQueueNums}] consumer:[]")
-        retry_remark = topic_remark(self.retry_topic(topic, group))
+        retry_remark = None if fifo else topic_remark(self.retry_topic(topic, group))
         if retry_remark is not None:  # rmqd: unacked messages could never come back (docs/pop.md)
             raise PopError(ResponseCode.SYSTEM_ERROR, f"the POP retry topic of group {group} and topic {topic} "
-                                                      f"is not a valid topic: {retry_remark}")
+                                                      f"is not a valid topic: {retry_remark} (unacknowledged "
+                                                      f"messages could never come back; FIFO consumption needs "
+                                                      f"no retry topic)")
         cfg = b.subscription_group_manager.find_subscription_group_config(group)
         if cfg is None:
             raise PopError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
