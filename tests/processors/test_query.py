@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import shutil
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import trio
 
+from fixtures import CLEAN, require
 from rmqd.processors.query import QueryMessageProcessor
 from rmqd.store.config import MessageStoreConfig
 from rmqd.store.message_store import DefaultMessageStore
@@ -18,7 +20,7 @@ from rmqd.wire.headers import ConsumeMessageDirectlyResultRequestHeader, QueryMe
 from rmqd.wire.message import decode_messages, parse_offset_msg_id
 
 pytestmark = pytest.mark.timeout(60)
-FIXTURE = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "rocketmq-4.9-store"
+FIXTURE = CLEAN
 END = 4_000_000_000_000
 
 
@@ -37,7 +39,7 @@ class Consumer:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("q") / "store"
-    shutil.copytree(FIXTURE / "store", root)
+    shutil.copytree(require(FIXTURE / "store"), root)
     s = DefaultMessageStore(MessageStoreConfig(storePathRootDir=str(root), mappedFileSizeCommitLog=1024 * 1024,
                                                mappedFileSizeConsumeQueue=6000, maxHashSlotNum=1000,
                                                maxIndexNum=4000))
@@ -84,7 +86,9 @@ def test_query_by_key(store) -> None:
 
 def test_query_by_unique_key_and_not_found(store) -> None:
     proc = make(store)
-    resp = query(proc, "FixTopicA", "C000020249A45FFD2B276CC634530000", max_num=1, unique=True)
+    with open(require(FIXTURE / "manifest.jsonl")) as f:
+        first = json.loads(f.readline())  # the first message sent, at physical offset 0
+    resp = query(proc, "FixTopicA", first["msgId"], max_num=1, unique=True)
     msgs = decode_messages(resp.body)
     assert len(msgs) == 1 and msgs[0].physical_offset == 0
     miss = query(proc, "FixTopicA", "no-such-key")
@@ -95,7 +99,9 @@ def test_query_by_unique_key_and_not_found(store) -> None:
 
 def test_view_message_by_id(store) -> None:
     proc = make(store)
-    _ip, _port, offset = parse_offset_msg_id("7F00000100002AA900000000002D1B98")
+    with gzip.open(require(FIXTURE / "dump" / "commitlog-dump.jsonl.gz"), "rt") as f:
+        committed = next(r for r in map(json.loads, f) if r["record"] == "MESSAGE" and r["topic"] == "FixTxTopic")
+    _ip, _port, offset = parse_offset_msg_id(committed["offsetMsgId"])
     ext = ViewMessageRequestHeader(offset=offset).to_ext()
     resp = call(proc.view_message_by_id, RemotingCommand(code=RequestCode.VIEW_MESSAGE_BY_ID, ext_fields=ext))
     assert resp.code == ResponseCode.SUCCESS

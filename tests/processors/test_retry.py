@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import trio
 
+from fixtures import CLEAN, require, sent, stored
 from rmqd.processors.retry import ConsumerSendMsgBackProcessor
 from rmqd.store.broker_stats import SNDBCK_PUT_NUMS, BrokerStatsManager
 from rmqd.store.commitlog import MessageExtBrokerInner
@@ -25,7 +26,7 @@ from rmqd.wire.headers import ConsumerSendMsgBackRequestHeader
 from rmqd.wire.message import decode_record
 
 pytestmark = pytest.mark.timeout(60)
-FIXTURE = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "rocketmq-4.9-store"
+FIXTURE = CLEAN
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 
 
@@ -150,21 +151,26 @@ def test_explicit_delay_level_and_errors(broker: Broker) -> None:
 
 def test_matches_the_fixture_retry_and_dlq_copies(tmp_path: Path) -> None:
     root = tmp_path / "store"
-    shutil.copytree(FIXTURE / "store", root)
+    shutil.copytree(require(FIXTURE / "store"), root)
+    uniq = sent(FIXTURE, "retry-fail-always")["msgId"]
+    original = stored(FIXTURE, "FixRetryTopic", uniq)["physicalOffset"]
+    scheduled = stored(FIXTURE, SCHEDULE, uniq)["physicalOffset"]  # RocketMQ's SCHEDULE copy of fail-always
+    retried = stored(FIXTURE, "%RETRY%FixRetryGroup", uniq)["physicalOffset"]
+    dead = stored(FIXTURE, "%DLQ%FixRetryGroup", uniq)["physicalOffset"]
     b = Broker(root)
     try:
         proc = ConsumerSendMsgBackProcessor(b)
-        expected = b.store.look_message_by_offset(2957145)  # 4.9.8's SCHEDULE copy of fail-always
+        expected = b.store.look_message_by_offset(scheduled)
         max_before = b.store.get_max_offset_in_queue(SCHEDULE, 2)
-        assert send_back(proc, 149941, group="FixRetryGroup").code == ResponseCode.SUCCESS
+        assert send_back(proc, original, group="FixRetryGroup").code == ResponseCode.SUCCESS
         got = b.messages(SCHEDULE, 2)[max_before]
         assert bytes(got.properties_raw) == bytes(expected.properties_raw)  # same bytes, same HashMap order
         assert got.reconsume_times == expected.reconsume_times and got.body == expected.body
         assert got.born_timestamp == expected.born_timestamp and got.sys_flag == expected.sys_flag
         # the %RETRY% copy that failed again with maxReconsumeTimes=1 -> like 4.9.8's DLQ record
-        dlq_expected = b.store.look_message_by_offset(2960058)
+        dlq_expected = b.store.look_message_by_offset(dead)
         before = len(b.messages("%DLQ%FixRetryGroup"))
-        assert send_back(proc, 2959686, group="FixRetryGroup", max_times=1).code == ResponseCode.SUCCESS
+        assert send_back(proc, retried, group="FixRetryGroup", max_times=1).code == ResponseCode.SUCCESS
         dlq = b.messages("%DLQ%FixRetryGroup")
         assert len(dlq) == before + 1
         assert bytes(dlq[-1].properties_raw) == bytes(dlq_expected.properties_raw)

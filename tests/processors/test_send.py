@@ -11,17 +11,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker_harness import decode_pull_body, run_with_broker
+from fixtures import CAPTURE as CAPTURE_DIR, facts, require
 from rmqd.processors.common import hashmap_capacity, java_hashmap_order
 from rmqd.processors.send import java_parse_boolean, put_status_to_response
 from rmqd.wire.codes import RequestCode, ResponseCode
 from rmqd.wire.message import decode_properties, encode_batch, encode_properties
 
-CAPTURE = (Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "java-4.9.8-remoting-capture"
-           / "remoting-frames.jsonl")
+CAPTURE = CAPTURE_DIR / "remoting-frames.jsonl"
 
 
 def capture_frames() -> list[dict]:
-    return [json.loads(line) for line in CAPTURE.read_text().splitlines()]
+    return [json.loads(line) for line in require(CAPTURE).read_text().splitlines()]
 
 
 def capture_exchange(request_code: int, nth: int = 0) -> tuple[dict, dict]:
@@ -45,6 +45,14 @@ def stored_bodies_from_capture() -> list[bytes]:
             if isinstance(f["header"], dict) and f["header"].get("remark") == "FOUND"]
 
 
+def stored_body_of(kind: str) -> bytes:
+    """The pulled (stored) bytes holding the capture session's `kind` send ("single", "batch"):
+    the FOUND answer that carries its first msgId (the consumer pulls the queues in no set order)."""
+    uniq = next(s["msgId"] for s in facts(CAPTURE_DIR)["session"]["sends"] if s["kind"] == kind).split(",")[0]
+    (body,) = [b for b in stored_bodies_from_capture() if uniq.encode() in b]
+    return body
+
+
 # --- pure helpers ------------------------------------------------------------------------------
 
 def test_hashmap_order_matches_capture_ext_orders() -> None:
@@ -63,7 +71,7 @@ def test_hashmap_order_of_stored_properties_matches_capture() -> None:
     props["CLUSTER"] = "DefaultCluster"
     held = len(props)
     props.pop("WAIT")
-    expected = stored_bodies_from_capture()[0]
+    expected = stored_body_of("single")
     assert encode_properties(java_hashmap_order(props, max_size=held)).encode() in expected
 
 
@@ -119,7 +127,7 @@ def test_capture_send_v2_answer_and_stored_bytes(tmp_path: Path) -> None:
         h.wait_dispatched()
         p = await h.pull("WireTopic", "g", 1, 0, sys_flag=6, subscription="*")
         (msg,) = decode_pull_body(p)
-        golden = decode_pull_body_bytes(stored_bodies_from_capture()[0])
+        golden = decode_pull_body_bytes(stored_body_of("single"))
         assert msg.properties_raw == golden.properties_raw
         assert msg.body == golden.body == b"hello wire"
         assert msg.store_port == port and msg.topic == "WireTopic"
@@ -146,7 +154,7 @@ def test_capture_batch_send(tmp_path: Path) -> None:
         p = await h.pull("WireTopic", "g", 3, 0, sys_flag=6, subscription="*")
         got = decode_pull_body(p)
         from rmqd.wire.message import decode_messages
-        golden = decode_messages(stored_bodies_from_capture()[2])
+        golden = decode_messages(stored_body_of("batch"))
         assert [m.properties_raw for m in got] == [m.properties_raw for m in golden]
         assert [m.queue_offset for m in got] == [0, 1]
         assert [m.offset_msg_id for m in got] == ids

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import trio
 
+from fixtures import CLEAN, require, sent, stored
 from rmqd.processors.common import java_hashmap_order
 from rmqd.processors.transaction import (
     EndTransactionProcessor,
@@ -239,24 +240,32 @@ def test_processor_and_check_service(tx: TxHarness) -> None:
     trio.run(main)
 
 
-FIXTURE = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "rocketmq-4.9-store"
+FIXTURE = CLEAN
+
+
+def _half(kind: str) -> tuple[int, int]:
+    """(HALF queue offset, physical offset) of the transaction's original half message."""
+    r = stored(FIXTURE, HALF, sent(FIXTURE, kind)["msgId"])
+    return r["queueOffset"], r["physicalOffset"]
 
 
 def test_fixture_store_late_duplicates_are_absorbed(tmp_path: Path) -> None:
     import shutil
 
     root = tmp_path / "store"
-    shutil.copytree(FIXTURE / "store", root)
+    shutil.copytree(require(FIXTURE / "store"), root)
+    queues = sorted({stored(FIXTURE, "FixTxTopic", sent(FIXTURE, k)["msgId"])["queueId"]
+                     for k in ("tx-commit", "tx-unknown-then-commit-by-check")})
     h = TxHarness(root)
     try:
-        before = len(h.messages("FixTxTopic", 1)), len(h.messages("FixTxTopic", 3))
-        # the committed transaction (half 0 @ 2955119) committed again by a late client
-        assert h.end(0, 2955119, 8, group="FixTxProducerGroup").wrote == []
-        # the original copy (half 2) of the transaction the check committed through copy 3
-        assert h.end(2, 2955787, 8, group="FixTxProducerGroup").wrote == ["op"]
+        before = [len(h.messages("FixTxTopic", q)) for q in queues]
+        # the committed transaction committed again by a late client
+        assert h.end(*_half("tx-commit"), 8, group="FixTxProducerGroup").wrote == []
+        # the original copy of the transaction the check committed through its re-put copy
+        assert h.end(*_half("tx-unknown-then-commit-by-check"), 8, group="FixTxProducerGroup").wrote == ["op"]
         # the rolled-back one stays rolled back
-        assert h.end(1, 2955450, 8, group="FixTxProducerGroup").wrote == []
-        assert (len(h.messages("FixTxTopic", 1)), len(h.messages("FixTxTopic", 3))) == before
+        assert h.end(*_half("tx-rollback"), 8, group="FixTxProducerGroup").wrote == []
+        assert [len(h.messages("FixTxTopic", q)) for q in queues] == before
         # RocketMQ's check progress (HALF 4 / OP 3 in consumerOffset.json) is honoured: nothing to ask
         assert h.service.check(6000, 15) == []
     finally:
@@ -269,22 +278,25 @@ def test_commit_and_op_bytes_match_rocketmq(tmp_path: Path) -> None:
     from rmqd.wire.message import MessageRecord
 
     root = tmp_path / "store"
-    shutil.copytree(FIXTURE / "store", root)
+    shutil.copytree(require(FIXTURE / "store"), root)
+    half_qo, half_phy = _half("tx-commit")
+    committed = stored(FIXTURE, "FixTxTopic", sent(FIXTURE, "tx-commit")["msgId"])["physicalOffset"]
+    op_real = stored(FIXTURE, OP, bodyUtf8=str(half_qo))["physicalOffset"]  # the op naming that half
     h = TxHarness(root)
     try:
-        half = h.store.look_message_by_offset(2955119)
-        header = EndTransactionRequestHeader(producerGroup="FixTxProducerGroup", tranStateTableOffset=0,
-                                             commitLogOffset=2955119, commitOrRollback=8, msgId="x")
+        half = h.store.look_message_by_offset(half_phy)
+        header = EndTransactionRequestHeader(producerGroup="FixTxProducerGroup", tranStateTableOffset=half_qo,
+                                             commitLogOffset=half_phy, commitOrRollback=8, msgId="x")
         final = TransactionalMessageService._end_message_transaction(half, header)
-        real: MessageRecord = h.store.look_message_by_offset(2956184)
+        real: MessageRecord = h.store.look_message_by_offset(committed)
         assert final.properties_string.encode() == bytes(real.properties_raw)
         assert (final.topic, final.queue_id, final.sys_flag, final.prepared_transaction_offset) == \
                (real.topic, real.queue_id, real.sys_flag, real.prepared_transaction_offset)
         h.service.put_op_message(half)
         h.store.wait_dispatched()
         op = h.messages(OP)[-1]
-        assert bytes(op.properties_raw) == bytes(h.store.look_message_by_offset(2956501).properties_raw)
-        assert op.body == b"0"
+        assert bytes(op.properties_raw) == bytes(h.store.look_message_by_offset(op_real).properties_raw)
+        assert op.body == str(half_qo).encode()
     finally:
         h.close()
 

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from fixtures import CLEAN, facts, require
 from rmqd.store.commitlog import MessageExtBatch, MessageExtBrokerInner, PutMessageStatus
 from rmqd.store.config import MessageStoreConfig
 from rmqd.store.message_store import DefaultMessageStore
-from rmqd.wire.message import BLANK_MAGIC_CODE, decode_record, encode_batch, iter_records
+from rmqd.wire.message import BLANK_MAGIC_CODE, decode_record, encode_batch, iter_records, parse_offset_msg_id
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
 LOCALHOST = b"\x7f\x00\x00\x01"
 
 
@@ -25,9 +25,14 @@ def store(tmp_path):
     s.shutdown()
 
 
+def _fixture_commitlog() -> bytes:
+    """The clean fixture's commit log, all files joined (positions are physical offsets)."""
+    files = facts(CLEAN)["commitlog"]["files"]
+    return b"".join(require(CLEAN / "store" / "commitlog" / name).read_bytes() for name in files)
+
+
 def _fixture_record(pos: int):
-    buf = (FIXTURES / "rocketmq-4.9-store" / "store" / "commitlog" / "00000000000000000000").read_bytes()
-    return decode_record(buf, pos)
+    return decode_record(_fixture_commitlog(), pos)
 
 
 def test_layout_matches_a_real_rocketmq_record(store):
@@ -111,9 +116,10 @@ def test_transaction_prepared_and_rollback_get_queue_offset_zero_and_no_cq_unit(
 
 def test_batch_layout_matches_rocketmq(store):
     """Rebuild the fixture's real 5-message batch with rmqd: records equal field for field."""
-    buf = (FIXTURES / "rocketmq-4.9-store" / "store" / "commitlog" / "00000000000000000000").read_bytes()
+    buf = _fixture_commitlog()
     suffix = b"\x02CLUSTER\x01FixtureCluster\x02WAIT\x01true"  # the batch's own properties
-    real, pos = [], 0x233E7
+    first = next(m for m in _manifest() if m["kind"] == "batch")
+    real, pos = [], parse_offset_msg_id(first["offsetMsgId"])[2]
     for _ in range(5):
         rec = decode_record(buf, pos)
         assert rec.topic == "FixBatchTopic" and rec.properties_raw.endswith(suffix)
@@ -150,14 +156,16 @@ def test_wrong_size_file_is_reported_with_name(tmp_path):
     s.shutdown()
 
 
-def _manifest_records():
+def _manifest() -> list[dict]:
     import json
-    from rmqd.wire.message import parse_offset_msg_id
-    buf = b"".join((FIXTURES / "rocketmq-4.9-store" / "store" / "commitlog" / f"{i * 1048576:020d}").read_bytes()
-                   for i in range(3))
+    with open(require(CLEAN / "manifest.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def _manifest_records():
+    buf = _fixture_commitlog()
     seen = set()
-    for line in open(FIXTURES / "rocketmq-4.9-store" / "manifest.jsonl"):
-        m = json.loads(line)
+    for m in _manifest():
         if m["kind"] in seen or not m.get("offsetMsgId") or m["kind"] == "batch":
             continue
         seen.add(m["kind"])

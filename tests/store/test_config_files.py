@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fixtures import CLEAN, CRASHED, facts, require
 from rmqd.store.config_files import java_map_order, string_to_file
 from rmqd.store.consumer_offset import ConsumerOffsetManager
 from rmqd.store.delay_offset import DelayOffsetManager
@@ -16,9 +17,6 @@ from rmqd.store.topic_config import TopicBrokerSettings, TopicConfigManager
 from rmqd.wire import fastjson
 from rmqd.wire.bodies import TopicConfig
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
-CLEAN = FIXTURES / "rocketmq-4.9-store"
-CRASHED = FIXTURES / "rocketmq-4.9-store-crashed"
 SETTINGS = TopicBrokerSettings(brokerClusterName="FixtureCluster", brokerName="broker-fix")
 
 MANAGERS = {
@@ -31,7 +29,7 @@ MANAGERS = {
 
 @pytest.fixture(params=[CLEAN, CRASHED], ids=["clean", "crashed"])
 def root(request, tmp_path: Path) -> Path:
-    shutil.copytree(request.param / "store" / "config", tmp_path / "config")
+    shutil.copytree(require(request.param / "store" / "config"), tmp_path / "config")
     return tmp_path
 
 
@@ -51,11 +49,14 @@ def test_load_then_persist_is_byte_identical(root: Path, name: str, variant: str
 
 
 def test_loaded_values(root: Path) -> None:
+    reported = facts(CLEAN)["reported"]["consumers"]  # what the Apache broker answered GET_CONSUME_STATS with
     off = ConsumerOffsetManager(root)
     off.load()
-    assert off.query_offset("FixConsumerGroup", "FixTopicA", 0) == 4
+    for q, o in reported["FixConsumerGroup"]["FixTopicA"].items():
+        assert off.query_offset("FixConsumerGroup", "FixTopicA", int(q)) == o["consumerOffset"] == o["brokerOffset"]
     assert off.query_offset("FixConsumerGroup", "FixTopicA", 9) == -1
-    assert off.query_offset("CID_RMQ_SYS_TRANS", "RMQ_SYS_TRANS_HALF_TOPIC", 0) == 4
+    half = reported["CID_RMQ_SYS_TRANS"]["RMQ_SYS_TRANS_HALF_TOPIC"]["0"]
+    assert off.query_offset("CID_RMQ_SYS_TRANS", "RMQ_SYS_TRANS_HALF_TOPIC", 0) == half["consumerOffset"] == 4
     assert "FixRetryGroup" in off.which_group_by_topic("%RETRY%FixRetryGroup")
     assert off.which_topic_by_consumer("FixOrderGroup") == {"FixOrderTopic", "%RETRY%FixOrderGroup"}
     delay = DelayOffsetManager(root)
@@ -70,14 +71,14 @@ def test_loaded_values(root: Path) -> None:
 
 def test_fresh_managers_create_rocketmq_system_entries(tmp_path: Path) -> None:
     """Every built-in topic/group a 4.9.8 broker creates equals the fixture's entry."""
-    file_topics = fastjson.loads((CLEAN / "store" / "config" / "topics.json").read_text())["topicConfigTable"]
+    file_topics = fastjson.loads(require(CLEAN / "store" / "config" / "topics.json").read_text())["topicConfigTable"]
     fresh = TopicConfigManager(tmp_path, SETTINGS)
     assert set(fresh.topic_config_table) == {"SELF_TEST_TOPIC", "TBW102", "BenchmarkTest", "FixtureCluster",
                                              "broker-fix", "OFFSET_MOVED_EVENT", "SCHEDULE_TOPIC_XXXX",
                                              "FixtureCluster_REPLY_TOPIC"}
     for name, tc in fresh.topic_config_table.items():
         assert fastjson.loads(fresh.encode())["topicConfigTable"][name] == file_topics[name], name
-    file_groups = fastjson.loads((CLEAN / "store" / "config" / "subscriptionGroup.json").read_text())
+    file_groups = fastjson.loads(require(CLEAN / "store" / "config" / "subscriptionGroup.json").read_text())
     groups = SubscriptionGroupManager(tmp_path)
     enc = fastjson.loads(groups.encode())["subscriptionGroupTable"]
     assert len(enc) == 7
@@ -86,7 +87,7 @@ def test_fresh_managers_create_rocketmq_system_entries(tmp_path: Path) -> None:
 
 
 def test_auto_create_topic_from_tbw102_like_rocketmq(tmp_path: Path) -> None:
-    file_topics = fastjson.loads((CLEAN / "store" / "config" / "topics.json").read_text())["topicConfigTable"]
+    file_topics = fastjson.loads(require(CLEAN / "store" / "config" / "topics.json").read_text())["topicConfigTable"]
     m = TopicConfigManager(tmp_path, SETTINGS)
     counter = m.data_version.counter
     tc, created = m.create_topic_in_send_message_method("FixAutoCreatedTopic", "TBW102", 4, 0)
@@ -128,13 +129,13 @@ def test_new_offsets_written_in_java_order(tmp_path: Path) -> None:
     d.update_offset(3, 4)
     d.update_offset(2, 1)
     d.persist()
-    assert (tmp_path / "config" / "delayOffset.json").read_text() == (CLEAN / "store" / "config" / "delayOffset.json").read_text()
+    assert (tmp_path / "config" / "delayOffset.json").read_text() == require(CLEAN / "store" / "config" / "delayOffset.json").read_text()
 
 
 def test_rebuilt_tables_match_rocketmq_order(tmp_path: Path) -> None:
     """Insert the fixture's entries in sorted (not file) order: the written file is still
     identical, because the order is the Java map's, not insertion order."""
-    src = CLEAN / "store" / "config"
+    src = require(CLEAN / "store" / "config")
     loaded = ConsumerOffsetManager(tmp_path)
     loaded.decode((src / "consumerOffset.json").read_text())
     fresh = ConsumerOffsetManager(tmp_path)
@@ -162,7 +163,9 @@ def test_bak_fallback_and_errors(root: Path) -> None:
     assert m.encode(pretty=True) == good
     (cfg / "consumerOffset.json").write_text("")  # empty -> .bak, and said (rmqd never writes an empty file)
     m = ConsumerOffsetManager(root)
-    assert m.load() and "consumerOffset.json: empty" in m.load_error and m.query_offset("FixConsumerGroup", "FixTopicA", 0) == 4
+    topic_a = facts(CLEAN)["reported"]["consumers"]["FixConsumerGroup"]["FixTopicA"]
+    assert m.load() and "consumerOffset.json: empty" in m.load_error
+    assert m.query_offset("FixConsumerGroup", "FixTopicA", 0) == topic_a["0"]["consumerOffset"] > 0
     (cfg / "consumerOffset.json.bak").write_text("[1,2]")
     (cfg / "consumerOffset.json").write_text("not json")
     m = ConsumerOffsetManager(root)
@@ -183,7 +186,7 @@ def test_string_to_file_keeps_previous_as_bak(tmp_path: Path) -> None:
 
 def test_java_map_order_examples() -> None:
     # the fixture's topics.json order (a ConcurrentHashMap(1024) -> 2048 bins)
-    names = list(fastjson.loads((CLEAN / "store" / "config" / "topics.json").read_text())["topicConfigTable"])
+    names = list(fastjson.loads(require(CLEAN / "store" / "config" / "topics.json").read_text())["topicConfigTable"])
     assert list(java_map_order({n: 0 for n in sorted(names)}, 1024)) == names
     assert list(java_map_order({5: 0, 1: 0, 40: 0, 3: 0}, 32)) == [1, 3, 5, 40]
 

@@ -12,15 +12,13 @@ from construct import Int16sb, Int32sb, Int64sb, Struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fixtures import CLEAN, CRASHED, facts, require
 from rmqd.store.config import MessageStoreConfig
 from rmqd.store.consumequeue import (CQ_STORE_UNIT_SIZE, CQ_UNIT, INT_MAX, PRE_BLANK_UNIT, ConsumeQueue,
                                 load_consume_queues, tags_code_of)
 from rmqd.store.errors import StoreFileError
 from rmqd.store.layout import struct_of
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
-CLEAN = FIXTURES / "rocketmq-4.9-store"
-CRASHED = FIXTURES / "rocketmq-4.9-store-crashed"
 CQ_FILE_SIZE = 6000  # the fixtures' mappedFileSizeConsumeQueue
 DELAY_TABLE = dict(enumerate(MessageStoreConfig().delay_levels_ms(), 1))
 
@@ -32,9 +30,7 @@ def _jsonl(path: Path) -> list[dict]:
 
 @pytest.fixture(params=[CLEAN, CRASHED], ids=["clean", "crashed"])
 def fixture_dir(request) -> Path:
-    if not (request.param / "store").is_dir():
-        pytest.fail(f"fixture store missing: {request.param}")
-    return request.param
+    return require(request.param / "store").parent
 
 
 @pytest.fixture
@@ -62,12 +58,19 @@ def test_every_unit_equals_rocketmq_dump(fixture_dir: Path, store_copy: Path) ->
     expected = sorted(_jsonl(fixture_dir / "dump" / "consumequeue-dump.jsonl.gz"),
                       key=lambda d: (d["topic"], d["queueId"], d["logicalOffset"]))
     assert _unit_dicts(cqs) == expected
-    # min/max offsets as the broker reported them (README tables)
+    # max offsets as the Apache broker reported them (after its own recovery, for the crashed store)
     if fixture_dir == CRASHED:
-        assert [cqs[("FixTrafficTopic", q)].get_max_offset_in_queue() for q in range(4)] == [465, 464, 464, 465]
+        traffic = facts(CRASHED)["apacheRecovery"]["reported"]["topics"]["FixTrafficTopic"]
+        assert [cqs[("FixTrafficTopic", q)].get_max_offset_in_queue() for q in range(4)] == \
+            [traffic[str(q)]["maxOffset"] for q in range(4)]
     else:
+        reported = facts(CLEAN)["reported"]["topics"]
         assert [cqs[("FixBulkTopic", q)].get_max_offset_in_queue() for q in range(4)] == [500] * 4
-        assert cqs[("SCHEDULE_TOPIC_XXXX", 2)].get_max_offset_in_queue() == 4
+        assert cqs[("SCHEDULE_TOPIC_XXXX", 2)].get_max_offset_in_queue() == 4  # 2 delays + 2 retries at level 3
+        for topic, queues in reported.items():
+            for q, o in queues.items():
+                if o["maxOffset"]:
+                    assert cqs[(topic, int(q))].get_max_offset_in_queue() == o["maxOffset"], (topic, q)
     for cq in cqs.values():
         assert cq.get_min_offset_in_queue() == 0
         cq.close()

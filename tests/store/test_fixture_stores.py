@@ -11,13 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from fixtures import CLEAN, CRASHED, facts, require
 from rmqd.store.config import MessageStoreConfig
 from rmqd.store.message_store import DefaultMessageStore, GetMessageStatus
 from rmqd.wire.message import decode_messages, decode_record, parse_offset_msg_id
-
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
-CLEAN = FIXTURES / "rocketmq-4.9-store"
-CRASHED = FIXTURES / "rocketmq-4.9-store-crashed"
 
 
 def fixture_config(root: Path) -> MessageStoreConfig:
@@ -26,7 +23,7 @@ def fixture_config(root: Path) -> MessageStoreConfig:
 
 
 def copy_store(src: Path, dst: Path) -> Path:
-    shutil.copytree(src / "store", dst)
+    shutil.copytree(require(src / "store"), dst)
     for dirpath, dirnames, filenames in os.walk(dst):
         for n in dirnames + filenames:
             p = os.path.join(dirpath, n)
@@ -111,10 +108,16 @@ def _check_manifest_message(store: DefaultMessageStore, m: dict) -> None:
             assert bytes(got.message_buffers[0]) == rec.encode()
 
 
+def _reported_queues(topics: dict) -> dict[tuple[str, int], dict]:
+    """(topic, queue id) -> {minOffset, maxOffset} as the Apache broker reported them."""
+    return {(t, int(q)): o for t, queues in topics.items() for q, o in queues.items()}
+
+
 def test_clean_store_recovers_without_loss(clean_store):
+    end = facts(CLEAN)["commitlog"]["endOfData"]["physicalOffset"]
     rep = clean_store.recovery_report
-    assert not rep.abnormal and rep.process_offset == 2960428 and rep.deleted_files == []
-    assert clean_store.get_max_phy_offset() == 2960428
+    assert not rep.abnormal and rep.process_offset == end and rep.deleted_files == []
+    assert clean_store.get_max_phy_offset() == end
 
 
 def test_clean_store_every_manifest_message(clean_store):
@@ -124,12 +127,16 @@ def test_clean_store_every_manifest_message(clean_store):
         _check_manifest_message(clean_store, m)
 
 
-def test_clean_store_queue_counts_match_readme(clean_store):
-    expect = {("FixTopicA", 0): 4, ("FixTopicA", 1): 3, ("FixBulkTopic", 3): 500, ("FixBatchTopic", 2): 5,
-              ("SCHEDULE_TOPIC_XXXX", 17): 1, ("RMQ_SYS_TRANS_HALF_TOPIC", 0): 4, ("%DLQ%FixRetryGroup", 0): 1}
-    for (t, q), n in expect.items():
-        assert clean_store.get_max_offset_in_queue(t, q) == n
-        assert clean_store.get_min_offset_in_queue(t, q) == 0
+def test_clean_store_queue_counts_match_what_apache_reported(clean_store):
+    """Every queue's min/max offset equals what the Apache broker answered GET_TOPIC_STATS_INFO
+    with before it was stopped (bulk 500 per queue, the 5-message batch, the pending level-18
+    delay, 4 half messages, 1 DLQ message among them)."""
+    reported = _reported_queues(facts(CLEAN)["reported"]["topics"])
+    assert reported[("FixBulkTopic", 3)]["maxOffset"] == 500 and reported[("%DLQ%FixRetryGroup", 0)]["maxOffset"] == 1
+    assert reported[("SCHEDULE_TOPIC_XXXX", 17)]["maxOffset"] == 1 and reported[("FixBatchTopic", 2)]["maxOffset"] == 5
+    for (t, q), o in reported.items():
+        assert clean_store.get_max_offset_in_queue(t, q) == o["maxOffset"], (t, q)
+        assert clean_store.get_min_offset_in_queue(t, q) == o["minOffset"], (t, q)
 
 
 def test_clean_store_reads_consume_queue_units_like_the_dump(clean_store):
@@ -142,18 +149,23 @@ def test_clean_store_reads_consume_queue_units_like_the_dump(clean_store):
 
 def test_crashed_store_recovers_like_rocketmq(crashed_store):
     store, root = crashed_store
+    apache = facts(CRASHED)["apacheRecovery"]  # what Apache did when it started on a copy
     rep = store.recovery_report
     assert rep.abnormal
-    assert rep.start_file == "00000000000002097152"
-    assert rep.process_offset == 3992980
-    assert rep.deleted_files == ["00000000000004194304"]
-    assert not (root / "commitlog" / "00000000000004194304").exists()
-    # newer than the checkpoint: 4.9.8 deletes it and rebuilds it from the walk; rmqd keeps it,
+    assert rep.start_file == apache["startFile"]
+    assert rep.process_offset == apache["processOffset"]
+    assert rep.deleted_files == apache["deletedCommitlogFiles"] != []
+    assert not (root / "commitlog" / apache["deletedCommitlogFiles"][0]).exists()
+    # newer than the checkpoint: Apache deletes it and rebuilds it from the walk; rmqd keeps it,
     # rolled back to where the walk starts (the next test finds every key through it)
     index = store.index_service.index_files
-    assert [f.file_name for f in index] == ["20261122025528885", "20261122025532440"]
-    assert index[0].end_phy_offset < 2097152 + rep.start_position
-    assert [store.get_max_offset_in_queue("FixTrafficTopic", q) for q in range(4)] == [465, 464, 464, 465]
+    names = [f["file"] for f in facts(CRASHED)["index"]]
+    assert len(names) == 2 and apache["deletedIndexFiles"] == names[1:]
+    assert [f.file_name for f in index] == names
+    assert index[0].end_phy_offset < int(apache["startFile"]) + rep.start_position
+    traffic = apache["reported"]["topics"]["FixTrafficTopic"]
+    assert [store.get_max_offset_in_queue("FixTrafficTopic", q) for q in range(4)] == \
+        [traffic[str(q)]["maxOffset"] for q in range(4)]
 
 
 def test_crashed_store_every_acknowledged_message(crashed_store):
@@ -162,7 +174,8 @@ def test_crashed_store_every_acknowledged_message(crashed_store):
         _check_manifest_message(store, m)
     traffic = _manifest(CRASHED / "traffic-manifest.jsonl")
     acked = [m for m in traffic if m.get("sendStatus") == "SEND_OK"]
-    assert len(acked) == 1858
+    reported = facts(CRASHED)["apacheRecovery"]["reported"]["topics"]["FixTrafficTopic"]
+    assert len(acked) == sum(q["maxOffset"] for q in reported.values()) > 0  # Apache kept exactly these
     for m in acked:
         _check_manifest_message(store, m)
         q = store.query_message(m["topic"], m["keys"], 32, 0, 2**62)  # rebuilt index finds it by key
@@ -174,5 +187,6 @@ def test_crashed_store_appends_continue_after_recovery(crashed_store):
     store, _ = crashed_store
     r = store.put_message(MessageExtBrokerInner("FixTrafficTopic", 0, b"after", {"TAGS": "TagTraffic"},
                                                 store_port=10921))
-    assert r.is_ok() and r.appendMessageResult.wroteOffset == 3992980
-    assert r.appendMessageResult.logicsOffset == 465
+    apache = facts(CRASHED)["apacheRecovery"]
+    assert r.is_ok() and r.appendMessageResult.wroteOffset == apache["processOffset"]
+    assert r.appendMessageResult.logicsOffset == apache["reported"]["topics"]["FixTrafficTopic"]["0"]["maxOffset"]

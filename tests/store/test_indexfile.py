@@ -12,19 +12,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fixtures import CLEAN, CRASHED, facts, require
 from rmqd.store.errors import StoreFileError
 from rmqd.store.indexfile import (INDEX_ENTRY, INDEX_HEADER, INDEX_HEADER_SIZE, IndexFile, IndexService,
                              human_string_to_time_millis, index_file_size, index_key_hash,
                              time_millis_to_human_string, _ENTRY, _HEADER)
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
-CLEAN = FIXTURES / "rocketmq-4.9-store"
-CRASHED = FIXTURES / "rocketmq-4.9-store-crashed"
 SLOTS, ENTRIES = 1000, 4000  # the fixtures' maxHashSlotNum / maxIndexNum
 
 
 def _jsonl(path: Path) -> list[dict]:
-    with gzip.open(path, "rt") as f:
+    with gzip.open(require(path), "rt") as f:
         return [json.loads(line) for line in f]
 
 
@@ -40,7 +38,12 @@ def utc(monkeypatch):
 
 @pytest.fixture(params=[CLEAN, CRASHED], ids=["clean", "crashed"])
 def fixture_dir(request) -> Path:
-    return request.param
+    return require(request.param / "store").parent
+
+
+def _index_names(fixture: Path) -> list[str]:
+    """The index files the fixture's broker left, oldest first (the full one, then the open one)."""
+    return [f["file"] for f in facts(fixture)["index"]]
 
 
 def test_every_header_slot_and_entry_equals_rocketmq_dump(fixture_dir: Path, tmp_path: Path) -> None:
@@ -89,7 +92,7 @@ def test_rebuild_from_commitlog_gives_identical_files(fixture_dir: Path, tmp_pat
 
 
 def test_query_every_manifest_key(tmp_path: Path) -> None:
-    shutil.copytree(CLEAN / "store" / "index", tmp_path / "index")
+    shutil.copytree(require(CLEAN / "store" / "index"), tmp_path / "index")
     svc = IndexService(tmp_path / "index", SLOTS, ENTRIES, max_msgs_num_batch=64)
     svc.load()
     records = {r["physicalOffset"]: r for r in _jsonl(CLEAN / "dump" / "commitlog-dump.jsonl.gz")
@@ -105,11 +108,18 @@ def test_query_every_manifest_key(tmp_path: Path) -> None:
                 assert any(index_key_hash(f"{other['topic']}#{x}") == index_key_hash(f"{r['topic']}#{k}")
                            for x in okeys if x)
     res = svc.query_offset("FixBulkTopic", "bulk-7", 64, 0, 2**62)
-    assert res.index_last_update_phyoffset == 2960058 and res.index_last_update_timestamp == 1795316143017
+    last = facts(CLEAN)["index"][-1]  # the open file's header, as Apache left it
+    assert res.index_last_update_phyoffset == last["endPhyOffset"] > 0
+    assert res.index_last_update_timestamp == last["endTimestamp"] > 0
     assert res.phy_offsets == [r["physicalOffset"] for r in records.values() if r["properties"].get("KEYS") == "bulk-7"]
     # time range excludes it
     assert svc.query_offset("FixBulkTopic", "bulk-7", 64, 0, 1000).phy_offsets == []
     svc.shutdown()
+
+
+def _jsonl_plain(path: Path) -> list[dict]:
+    with open(require(path)) as f:
+        return [json.loads(line) for line in f]
 
 
 def test_hash_handles_integer_min_value() -> None:
@@ -181,11 +191,13 @@ def test_full_file_reports_checkpoint_timestamp(tmp_path: Path) -> None:
 
 
 def test_crash_load_drops_files_newer_than_checkpoint(tmp_path: Path) -> None:
-    shutil.copytree(CRASHED / "store" / "index", tmp_path / "index")
+    shutil.copytree(require(CRASHED / "store" / "index"), tmp_path / "index")
+    full, newer = _index_names(CRASHED)
+    assert facts(CRASHED)["apacheRecovery"]["deletedIndexFiles"] == [newer]  # what Apache deleted
     svc = IndexService(tmp_path / "index", SLOTS, ENTRIES)
-    svc.load(last_exit_ok=False, index_msg_timestamp=1795316132438)
-    assert [f.file_name for f in svc.index_files] == ["20261122025528885"]
-    assert not (tmp_path / "index" / "20261122025532440").exists()
+    svc.load(last_exit_ok=False, index_msg_timestamp=facts(CRASHED)["checkpoint"]["indexMsgTimestamp"])
+    assert [f.file_name for f in svc.index_files] == [full]
+    assert not (tmp_path / "index" / newer).exists()
     svc.shutdown()
 
 
@@ -197,17 +209,22 @@ def test_wrong_size_index_file_is_reported(tmp_path: Path) -> None:
 
 
 def test_zeroed_slot_hides_its_chain(tmp_path: Path) -> None:
-    shutil.copytree(CLEAN / "store" / "index", tmp_path / "index")
-    name = "20261122025532440"
-    key = "FixBulkTopic#bulk-1955"
-    slot = index_key_hash(key) % SLOTS
+    shutil.copytree(require(CLEAN / "store" / "index"), tmp_path / "index")
+    first, name = _index_names(CLEAN)
+    # two bulk keys only the newer file holds, in different slots
+    entries = [e for e in _jsonl(CLEAN / "dump" / "index-dump.jsonl.gz") if e["record"] == "ENTRY"]
+    older = {k for e in entries if e["file"] == first for k in e["keys"]}
+    bulk = [(k, e["slot"]) for e in entries if e["file"] == name for k in e["keys"]
+            if k.startswith("FixBulkTopic#bulk-") and k not in older]
+    (key, slot) = bulk[0]
+    other = next(k for k, s in bulk if s != slot)
     with open(tmp_path / "index" / name, "r+b") as f:
         f.seek(INDEX_HEADER_SIZE + 4 * slot)
         f.write(struct.pack(">i", 0))
     svc = IndexService(tmp_path / "index", SLOTS, ENTRIES)
     svc.load()
-    assert svc.query_offset("FixBulkTopic", "bulk-1955", 64, 0, 2**62).phy_offsets == []
-    assert svc.query_offset("FixBulkTopic", "bulk-1956", 64, 0, 2**62).phy_offsets != []
+    assert svc.query_offset("FixBulkTopic", key.split("#", 1)[1], 64, 0, 2**62).phy_offsets == []
+    assert svc.query_offset("FixBulkTopic", other.split("#", 1)[1], 64, 0, 2**62).phy_offsets != []
     svc.shutdown()
 
 
@@ -260,30 +277,39 @@ def test_new_file_header_bytes_before_first_put(tmp_path: Path) -> None:
 
 def test_crash_rebuild_reindexes_what_the_deleted_file_held(tmp_path: Path) -> None:
     """What the real broker did on restart of the crashed store: drop the index file newer
-    than the checkpoint and rebuild from the commit log (recovery re-dispatches from file
-    00000000000002097152). Records below the full file's endPhyOffset are skipped; the one
-    *at* it is indexed again (IndexService.buildIndex compares with <), then everything the
+    than the checkpoint and rebuild from the commit log (recovery re-dispatches from the file
+    Apache's recovery started at). Records below the full file's endPhyOffset are skipped; the
+    one *at* it is indexed again (IndexService.buildIndex compares with <), then everything the
     dropped file held, in the same order."""
-    shutil.copytree(CRASHED / "store" / "index", tmp_path / "index")
-    dropped = IndexFile(CRASHED / "store" / "index" / "20261122025532440", SLOTS, ENTRIES)
+    shutil.copytree(require(CRASHED / "store" / "index"), tmp_path / "index")
+    full_name, newer = _index_names(CRASHED)
+    start = int(facts(CRASHED)["apacheRecovery"]["startFile"])
+    dropped = IndexFile(CRASHED / "store" / "index" / newer, SLOTS, ENTRIES)
     dropped.load()
     want = [(e.keyHash, e.phyOffset) for e in dropped.iter_entries()]
     want_header = dropped.header
     dropped.close()
     svc = IndexService(tmp_path / "index", SLOTS, ENTRIES, clock_ms=lambda: 1_900_000_000_000)
-    svc.load(last_exit_ok=False, index_msg_timestamp=1795316132438)
+    svc.load(last_exit_ok=False, index_msg_timestamp=facts(CRASHED)["checkpoint"]["indexMsgTimestamp"])
     for r in _jsonl(CRASHED / "dump" / "commitlog-dump.jsonl.gz"):
-        if r["record"] == "MESSAGE" and r["physicalOffset"] >= 2097152:
+        if r["record"] == "MESSAGE" and r["physicalOffset"] >= start:
             p = r["properties"]
             svc.build_index(r["topic"], r["physicalOffset"], r["storeTimestamp"], p.get("KEYS"),
                             p.get("UNIQ_KEY"), r["sysFlag"])
-    assert [f.file_name for f in svc.index_files] == ["20261122025528885", time_millis_to_human_string(1_900_000_000_000)]
+    assert [f.file_name for f in svc.index_files] == [full_name, time_millis_to_human_string(1_900_000_000_000)]
     full, rebuilt = svc.index_files
+    assert full.header.endPhyOffset >= start  # the full file ends inside the walk
+    # the entries the full file holds for the record at its endPhyOffset come again first
+    full_entries = [(e.keyHash, e.phyOffset) for e in full.iter_entries()]
+    k = sum(1 for _, off in full_entries if off == full.header.endPhyOffset)
+    assert k >= 1
     again = [(e.keyHash, e.phyOffset) for e in rebuilt.iter_entries()]
-    assert again[:2] == [(e.keyHash, e.phyOffset) for e in full.iter_entries()][-2:]  # the record at 2887062
-    assert again[2:] == want
+    assert again[:k] == full_entries[-k:]
+    assert again[k:] == want
     h = rebuilt.header
     assert (h.endPhyOffset, h.endTimestamp, h.indexCount) == (want_header.endPhyOffset, want_header.endTimestamp,
-                                                               want_header.indexCount + 2)
-    assert svc.query_offset("FixTrafficTopic", "traffic-1857", 64, 0, 2**62).phy_offsets == [3992512]
+                                                               want_header.indexCount + k)
+    last = [m for m in _jsonl_plain(CRASHED / "traffic-manifest.jsonl") if m.get("sendStatus") == "SEND_OK"][-1]
+    assert svc.query_offset("FixTrafficTopic", last["keys"], 64, 0, 2**62).phy_offsets == \
+        [int(last["offsetMsgId"][16:], 16)]
     svc.shutdown()

@@ -8,18 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from fixtures import CLEAN, require
 from rmqd.store import tools
 from rmqd.store.progress import ProgressReporter
 
-FIXTURE_STORE = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "store"
+FIXTURE_STORE = CLEAN / "store"
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
-    if not FIXTURE_STORE.is_dir():
-        pytest.skip("the 4.9.8 fixture store is not here")
     copy = tmp_path_factory.mktemp("fixture") / "store"
-    shutil.copytree(FIXTURE_STORE, copy)
+    shutil.copytree(require(FIXTURE_STORE), copy)
     return copy
 
 

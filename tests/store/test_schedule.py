@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import shutil
 import time
 from pathlib import Path
 
 import pytest
 
+from fixtures import CLEAN, require
 from rmqd.store.commitlog import SCHEDULE_TOPIC, MessageExtBrokerInner
 from rmqd.store.config import MessageStoreConfig
 from rmqd.store.delay_offset import DelayOffsetManager
@@ -23,9 +26,22 @@ from rmqd.store.schedule import (
     apply_timer,
     parse_delay_levels,
 )
-from rmqd.wire.message import decode_record
+from rmqd.wire.message import decode_record, parse_offset_msg_id
 
-FIXTURE = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "rocketmq-4.9-store"
+FIXTURE = CLEAN
+
+
+def _manifest() -> list[dict]:
+    with open(require(FIXTURE / "manifest.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def _delivered_copies() -> dict[str, int]:
+    """UNIQ_KEY -> physical offset of the FixDelayTopic copy RocketMQ's schedule service wrote."""
+    with gzip.open(require(FIXTURE / "dump" / "commitlog-dump.jsonl.gz"), "rt") as f:
+        rows = [json.loads(line) for line in f]
+    return {r["properties"]["UNIQ_KEY"]: r["physicalOffset"] for r in rows
+            if r["record"] == "MESSAGE" and r["topic"] == "FixDelayTopic"}
 LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 pytestmark = pytest.mark.timeout(60)
@@ -302,22 +318,26 @@ def test_timer_queue_is_read_in_runs_across_its_files(harness: Harness) -> None:
 
 def test_fixture_pending_level_18_message(tmp_path: Path) -> None:
     root = tmp_path / "store"
-    shutil.copytree(FIXTURE / "store", root)
+    shutil.copytree(require(FIXTURE / "store"), root)
+    delayed = [m for m in _manifest() if m["kind"].startswith("delayed-level-")]
+    pending = next(m for m in delayed if m["delayTimeLevel"] == 18)
     h = Harness(root)
     try:
         assert h.service.offsets.get_offset(2) == 1 and h.service.offsets.get_offset(3) == 4
-        before = h.messages("FixDelayTopic", 1)
+        before = h.messages("FixDelayTopic", pending["queueId"])
         unit = h.store.get_consume_queue(SCHEDULE_TOPIC, 17).get_unit(0)
         h.service.tick(unit[2] - 1)
-        assert h.messages("FixDelayTopic", 1) == before
+        assert h.messages("FixDelayTopic", pending["queueId"]) == before
         # levels 2 and 3 were fully delivered by RocketMQ: nothing is delivered twice
-        assert len(h.messages("FixDelayTopic", 2)) == 1 and len(h.messages("FixDelayTopic", 0)) == 1
+        for q in {m["queueId"] for m in delayed if m is not pending}:
+            want = sum(1 for m in delayed if m is not pending and m["queueId"] == q)
+            assert len(h.messages("FixDelayTopic", q)) == want, q
         h.service.tick(unit[2])
-        after = h.messages("FixDelayTopic", 1)
+        after = h.messages("FixDelayTopic", pending["queueId"])
         assert len(after) == len(before) + 1
         rec = after[-1]
         assert rec.body == b"delayed message level 18"
-        assert rec.properties["UNIQ_KEY"] == "C000020249A45FFD2B276CC6359B001C"
+        assert rec.properties["UNIQ_KEY"] == pending["msgId"]
         assert rec.properties["DELAY"] == "18" and rec.properties["REAL_TOPIC"] == "FixDelayTopic"
         assert h.service.offsets.get_offset(18) == 1
     finally:
@@ -328,10 +348,14 @@ def test_timeup_copy_has_the_bytes_rocketmq_wrote(tmp_path: Path) -> None:
     from rmqd.store.schedule import message_timeup
 
     root = tmp_path / "store"
-    shutil.copytree(FIXTURE / "store", root)
+    shutil.copytree(require(FIXTURE / "store"), root)
+    copies = _delivered_copies()
+    pairs = [(parse_offset_msg_id(m["offsetMsgId"])[2], copies[m["msgId"]]) for m in _manifest()
+             if m["kind"] in ("delayed-level-2", "delayed-level-3")]  # (schedule copy, delivered copy)
+    assert len(pairs) == 3
     h = Harness(root)
     try:
-        for sched_off, delivered_off in ((146099, 2957516), (146381, 2957792), (146663, 2958068)):
+        for sched_off, delivered_off in pairs:
             inner = message_timeup(h.store.look_message_by_offset(sched_off))
             real = h.store.look_message_by_offset(delivered_off)
             assert inner.properties_string.encode() == bytes(real.properties_raw)

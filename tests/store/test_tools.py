@@ -11,32 +11,35 @@ from pathlib import Path
 
 import pytest
 
+from fixtures import CLEAN, CRASHED, facts, require
 from rmqd.store.config import MessageStoreConfig
 from rmqd.store.indexfile import INDEX_HEADER_SIZE, index_key_hash
 from rmqd.store.tools import Problem, dump, infer_config, verify
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
-CLEAN = FIXTURES / "rocketmq-4.9-store"
-CRASHED = FIXTURES / "rocketmq-4.9-store-crashed"
 SLOTS = 1000
 ENTRY_BASE = INDEX_HEADER_SIZE + SLOTS * 4
 
 
 def _jsonl(path: Path) -> list[dict]:
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
+    with opener(require(path), "rt") as f:
         return [json.loads(line) for line in f]
 
 
 @pytest.fixture(params=[CLEAN, CRASHED], ids=["clean", "crashed"])
 def fixture_dir(request) -> Path:
-    return request.param
+    return require(request.param / "store").parent
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
-    shutil.copytree(CLEAN / "store", tmp_path / "store")
+    shutil.copytree(require(CLEAN / "store"), tmp_path / "store")
     return tmp_path / "store"
+
+
+def _index_names() -> list[str]:
+    """The clean store's index files, oldest (full) first."""
+    return [f["file"] for f in facts(CLEAN)["index"]]
 
 
 def _records() -> list[dict]:
@@ -67,11 +70,11 @@ def test_infer_config_reads_sizes_off_the_files() -> None:
 def test_wrong_configured_sizes_are_reported(store: Path) -> None:
     probs = verify(store, MessageStoreConfig())  # 6,000,000-byte CQ files, 420 MB index files
     assert any(p.file.endswith("FixTopicA/0/00000000000000000000") and "6000000" in p.message for p in probs)
-    assert any(p.file.endswith("index/20261122025528885") and "420000040" in p.message for p in probs)
+    assert any(p.file.endswith(f"index/{_index_names()[0]}") and "420000040" in p.message for p in probs)
 
 
 def test_body_crc_mismatch_is_reported_at_the_record(store: Path) -> None:
-    rec = next(r for r in _records() if r["topic"] == "FixBulkTopic" and r["file"] == "00000000000001048576")
+    rec = next(r for r in _records() if r["topic"] == "FixBulkTopic" and r["file"] == f"{1 << 20:020d}")
     head = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4  # IPv4 record head, then the body
     body_pos = rec["filePos"] + head
     path = store / "commitlog" / rec["file"]
@@ -112,7 +115,9 @@ def test_truncated_consume_queue_file(store: Path) -> None:
 
 
 def test_consume_queue_unit_mismatches(store: Path) -> None:
-    path = store / "consumequeue" / "FixTopicA" / "0" / "00000000000000000000"
+    queues = facts(CLEAN)["reported"]["topics"]["FixTopicA"]
+    qid = next(q for q, o in sorted(queues.items()) if o["maxOffset"] >= 4)  # units 0..3 are there
+    path = store / "consumequeue" / "FixTopicA" / qid / "00000000000000000000"
     data = path.read_bytes()
     off, size, tags = struct.unpack_from(">qiq", data, 20)
     _patch(path, 20 + 12, struct.pack(">q", tags + 1))  # unit 1: wrong tags code
@@ -126,19 +131,20 @@ def test_consume_queue_unit_mismatches(store: Path) -> None:
 
 
 def test_zeroed_index_slot_is_reported(store: Path) -> None:
-    name = "20261122025532440"
+    name = _index_names()[1]
     path = store / "index" / name
-    slot = index_key_hash("FixBulkTopic#bulk-1955") % SLOTS
+    entries = [e for e in _jsonl(CLEAN / "dump" / "index-dump.jsonl.gz") if e["file"] == name and e["record"] == "ENTRY"]
+    key = next(k for e in entries for k in e["keys"] if k.startswith("FixBulkTopic#bulk-"))
+    slot = index_key_hash(key) % SLOTS
     _patch(path, INDEX_HEADER_SIZE + 4 * slot, b"\x00\x00\x00\x00")
-    chain = [e for e in _jsonl(CLEAN / "dump" / "index-dump.jsonl.gz")
-             if e["file"] == name and e["record"] == "ENTRY" and e["slot"] == slot]
+    chain = [e for e in entries if e["slot"] == slot]
     probs = verify(store)
     assert chain and {(p.file, p.offset) for p in probs} == {(str(path), ENTRY_BASE + 20 * e["indexNo"]) for e in chain}
     assert all("not reachable" in p.message for p in probs)
 
 
 def test_index_entry_with_foreign_hash(store: Path) -> None:
-    name = "20261122025528885"
+    name = _index_names()[0]
     path = store / "index" / name
     _patch(path, ENTRY_BASE + 20 * 5 + 4, struct.pack(">q", 0))  # entry 5 now points at record 0
     probs = verify(store)

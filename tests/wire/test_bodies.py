@@ -5,12 +5,12 @@ from the 4.9.8 capture."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fixtures import CAPTURE as CAPTURE_DIR, require
 from rmqd.wire.bodies import (BrokerData, CheckClientRequestBody, ClusterInfo, ConsumeFromWhere, ConsumerConnection,
                          ConsumerData, ConsumerListByGroupResponseBody, ConsumeStats, ConsumeType, Connection,
                          DataVersion, HeartbeatData, KVTable, LockBatchRequestBody,
@@ -20,8 +20,7 @@ from rmqd.wire.bodies import (BrokerData, CheckClientRequestBody, ClusterInfo, C
 from rmqd.wire.codes import LanguageCode
 from rmqd.wire.errors import WireError
 
-CAPTURE = (Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "java-4.9.8-remoting-capture"
-           / "remoting-frames.jsonl")
+CAPTURE = CAPTURE_DIR / "remoting-frames.jsonl"
 
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABC0123456789_-%", min_size=1, max_size=20)
 ints = st.integers(min_value=0, max_value=2**31 - 1)
@@ -30,7 +29,7 @@ addrs = st.builds(lambda a, p: f"10.0.0.{a}:{p}", st.integers(0, 255), st.intege
 
 def capture_bodies(code: int) -> list[bytes]:
     out = []
-    for line in CAPTURE.read_text().splitlines():
+    for line in require(CAPTURE).read_text().splitlines():
         row = json.loads(line)
         header = row["header"]
         if isinstance(header, dict) and header.get("code") == code and not header.get("flag", 0) & 1 and row["bodyHex"]:

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+from fixtures import CAPTURE as CAPTURE_DIR, require
 from rmqd.wire.codes import (
     CURRENT_VERSION, LanguageCode, MQVersion, RequestCode, ResponseCode, SerializeType, version_desc,
 )
 
-CAPTURE = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "java-4.9.8-remoting-capture"
+CAPTURE = CAPTURE_DIR
 
 
 @pytest.mark.parametrize(
@@ -87,7 +87,7 @@ def test_version_desc_clamps_like_java() -> None:
 def test_current_version_is_what_the_captured_4_9_8_servers_answer_with() -> None:
     assert CURRENT_VERSION == 409
     versions = set()
-    with open(CAPTURE / "remoting-frames.jsonl") as f:
+    with open(require(CAPTURE / "remoting-frames.jsonl")) as f:
         for line in f:
             frame = json.loads(line)
             header = frame["header"]

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from fixtures import CLEAN, CRASHED, require
 from rmqd.wire import fastjson
 from rmqd.wire.errors import JsonError, WireError
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
-CONFIG_FILES = sorted(FIXTURES.glob("rocketmq-4.9-store*/store/config/*.json*"))
+CONFIG_FILES = sorted(p for store in (CLEAN, CRASHED) for p in require(store / "store" / "config").glob("*.json*"))
 
 
 def test_config_fixtures_exist() -> None:

@@ -10,28 +10,41 @@ import dataclasses
 
 import json
 import random
-from pathlib import Path
-
 import pytest
 
+from fixtures import CAPTURE, facts, require
 from rmqd.wire import fastjson
 from rmqd.wire.codes import CURRENT_VERSION, LanguageCode, RequestCode, SerializeType
 from rmqd.wire.frame import FrameDecoder, RemotingCommand, decode_frame, encode_frame, encode_frame_parts
 from rmqd.wire.headers import REQUEST_HEADERS, RESPONSE_HEADERS, java_hashmap_order
 
-CAPTURE = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "java-4.9.8-remoting-capture"
 
 
 def _frames() -> list[dict]:
-    with open(CAPTURE / "remoting-frames.jsonl") as f:
+    with open(require(CAPTURE / "remoting-frames.jsonl")) as f:
         return [json.loads(line) for line in f]
 
 
 FRAMES = _frames()
 
 
+def _answered_codes() -> list[int | None]:
+    """Per frame, from the capture's own JSON header fields (not rmqd's decoder): the request's
+    code for a request, the code of the request it answers for a response."""
+    asked: dict[tuple[str, int], int] = {}
+    out: list[int | None] = []
+    for f in FRAMES:
+        h = f["header"]
+        if h["flag"] & 1:
+            out.append(asked.get((f["dst"] + ">" + f["src"], h["opaque"])))
+        else:
+            asked[(f["src"] + ">" + f["dst"], h["opaque"])] = h["code"]
+            out.append(h["code"])
+    return out
+
+
 def test_capture_is_present_and_complete() -> None:
-    assert len(FRAMES) == 84
+    assert len(FRAMES) == facts(CAPTURE)["frames"] > 50
     for i, frame in enumerate(FRAMES):
         raw = bytes.fromhex(frame["rawFrameHex"])
         assert len(raw) == frame["frameLength"] + 4, i
@@ -111,7 +124,18 @@ def test_typed_headers_rebuild_the_java_extfields_in_order() -> None:
         extra = {k: v for k, v in cmd.ext_fields.items() if k not in header.__dataclass_fields__}
         assert list(header.to_ext(extra).items()) == list(cmd.ext_fields.items()), (cls.__name__, frame["time"])
         checked += 1
-    assert checked == 56  # sends, pulls, offsets, routes, registrations and their answers
+    # sends, pulls, offsets, routes, registrations, client lists and unregistrations, and the
+    # answers with header fields: every one of them has its typed header
+    typed = {RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.PULL_MESSAGE,
+             RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.GET_ROUTEINFO_BY_TOPIC,
+             RequestCode.REGISTER_BROKER, RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.UNREGISTER_CLIENT,
+             RequestCode.NOTIFY_CONSUMER_IDS_CHANGED}
+    answered = {RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.PULL_MESSAGE,
+                RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.REGISTER_BROKER}
+    want = sum(1 for f, code in zip(FRAMES, _answered_codes())
+               if "extFields" in f["header"] and (code in typed if not f["header"]["flag"] & 1
+                                                  else code in answered and f["header"]["code"] == 0))
+    assert checked == want > 40
 
 
 def test_extfields_orders_are_java_hashmap_orders() -> None:
@@ -138,7 +162,8 @@ def test_send_v2_request_and_response_from_the_capture() -> None:
     assert (v1.producerGroup, v1.topic, v1.defaultTopic, v1.defaultTopicQueueNums) == (
         "WireProducerGroup", "WireTopic", "TBW102", 4)
     assert v1.bname == "broker-a" and v1.batch is False and v1.unitMode is False
-    assert "UNIQ_KEY\x01C000020256A65FFD2B276CCBB4A10000" in v1.properties
+    first = facts(CAPTURE)["session"]["sends"][0]["msgId"]
+    assert f"UNIQ_KEY\x01{first}" in v1.properties
     responses = [c for c in sends if c.is_response and c.opaque == v2.opaque]
     assert responses and responses[0].version == CURRENT_VERSION
 
@@ -154,4 +179,9 @@ def test_json_bodies_are_fastjson_byte_for_byte() -> None:
         # the 4.9.8 name server answers version-409 clients BrowserCompatible: "0" keys quoted
         assert fastjson.dumps(value) == text
         checked += 1
-    assert checked == 19  # routes, heartbeats, registrations, consumer lists
+    # routes, heartbeats, registrations, consumer lists: every JSON body the capture has
+    json_bodies = {RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.HEART_BEAT, RequestCode.REGISTER_BROKER,
+                   RequestCode.GET_CONSUMER_LIST_BY_GROUP}
+    want = sum(1 for f, code in zip(FRAMES, _answered_codes()) if f["bodyLength"] and code in json_bodies
+               and not (code == RequestCode.GET_ROUTEINFO_BY_TOPIC and not f["header"]["flag"] & 1))
+    assert checked == want > 10

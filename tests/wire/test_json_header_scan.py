@@ -7,18 +7,17 @@ Java client's own headers (the 4.9.8 capture) must not be declined, or the fast 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from fixtures import CAPTURE as CAPTURE_DIR, require
 from rmqd import _compiled
 from rmqd.wire import frame
 from rmqd.wire.frame import RemotingCommand, encode_json_header, scan_plain_json_header
 
-CAPTURE = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "java-4.9.8-remoting-capture" / \
-    "remoting-frames.jsonl"
+CAPTURE = CAPTURE_DIR / "remoting-frames.jsonl"
 
 # the plain-Python copy too: the build (when there is one) and the source must agree with json
 _PURE = _compiled.load_pure("rmqd.wire.frame")
@@ -52,10 +51,8 @@ def _check(data: bytes) -> list[Any]:
 
 
 def _capture_headers() -> list[bytes]:
-    if not CAPTURE.exists():
-        pytest.skip(f"fixture capture not found: {CAPTURE}")
     out = []
-    for line in CAPTURE.read_text().splitlines():
+    for line in require(CAPTURE).read_text().splitlines():
         rec = json.loads(line)
         raw = bytes.fromhex(rec["rawFrameHex"])
         word = int.from_bytes(raw[4:8], "big")
