@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from pathlib import Path
 
 import pytest
 
+from fixtures import CLEAN, require
 from rmqd.broker.config import BrokerSettings, ConfigError, load_broker_settings, read_properties_file
 
-FIXTURE_CONF = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "broker.conf"
+FIXTURE_CONF = CLEAN / "broker.conf"
 
 
 def test_defaults_are_rocketmq_4_9():
@@ -27,9 +27,12 @@ def test_defaults_are_rocketmq_4_9():
 
 
 def test_fixture_broker_conf_is_split_over_the_config_classes():
-    s = load_broker_settings(FIXTURE_CONF)
+    s = load_broker_settings(require(FIXTURE_CONF))
+    # the name server the fixture's broker used (a free port when it was made)
+    namesrv = next(line.split("=", 1)[1] for line in FIXTURE_CONF.read_text().splitlines()
+                   if line.startswith("namesrvAddr="))
     assert s.broker.brokerClusterName == "FixtureCluster" and s.broker.brokerName == "broker-fix"
-    assert s.broker.namesrvAddr == "127.0.0.1:9877" and s.broker.brokerIP1 == "127.0.0.1"
+    assert s.broker.namesrvAddr == namesrv and namesrv.startswith("127.0.0.1:") and s.broker.brokerIP1 == "127.0.0.1"
     assert s.broker.transactionCheckInterval == 5000
     assert s.listen_port == 10921 and s.fast_listen_port == 10919
     assert s.store.mappedFileSizeCommitLog == 1048576 and s.store.maxIndexNum == 4000
