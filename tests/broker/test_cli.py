@@ -13,6 +13,7 @@ import sys
 import pytest
 import trio
 
+from fixtures import CLEAN, require
 from rmqd.broker.remoting_client import RemotingClient
 from support import REPO, free_broker_port, free_port, rmqd, rmqd_command, run_once, stop, wait_ready
 from rmqd.wire.bodies import ClusterInfo
@@ -21,7 +22,8 @@ from rmqd.wire.frame import make_request
 
 pytestmark = pytest.mark.timeout(60)
 
-FIXTURE_CONF = REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "broker.conf"
+FIXTURE_CONF = CLEAN / "broker.conf"
+FIXTURE_STORE = CLEAN / "store"
 
 
 def invoke(addr: str, code: int, ext: dict | None = None):
@@ -189,7 +191,7 @@ def test_help_and_usage():
 
 
 def test_store_dump_and_verify_on_fixture_store():
-    store = REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "store"
+    store = require(FIXTURE_STORE)
     verify = run_once("store", "verify", str(store))
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "Traceback" not in verify.stderr
@@ -214,7 +216,7 @@ def test_spark_subcommands_reach_the_spark_entry_points(tmp_path):
 def test_store_verify_takes_the_broker_conf_the_store_was_written_with(tmp_path):
     """A store written with non-default messageDelayLevel has SCHEDULE_TOPIC_XXXX tag codes that
     only check out against that configuration; -c passes it."""
-    store = REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "store"
+    store = require(FIXTURE_STORE)
     ok = run_once("store", "verify", "-c", str(FIXTURE_CONF), str(store))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     odd = tmp_path / "odd.conf"
@@ -304,7 +306,7 @@ def test_log_level_after_a_spark_subcommand_is_rmqd_s(tmp_path):
 @pytest.mark.parametrize("command", ["verify", "export"])
 def test_spark_without_the_spark_extra_prints_the_install_hint(tmp_path, command):
     """Simulated as a user without `rmqd[spark]` meets it: pyspark cannot be imported."""
-    store = REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "store"
+    store = require(FIXTURE_STORE)
     argv = ["spark", command, str(store)] + ([str(tmp_path / "out")] if command == "export" else [])
     code = ("import sys; sys.modules['pyspark'] = None\n"
             "from rmqd.broker.cli import main\n"
@@ -318,7 +320,7 @@ def test_spark_without_the_spark_extra_prints_the_install_hint(tmp_path, command
 def test_store_verify_takes_the_store_from_the_conf(tmp_path):
     """`rmqd store verify -c broker.conf` alone verifies the store that `rmqd serve -c` would
     use: storePathRootDir (and its storePathCommitLog), else ./store of the working directory."""
-    store = (REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "store").resolve()
+    store = require(FIXTURE_STORE).resolve()
     keep = [line for line in FIXTURE_CONF.read_text().splitlines() if not line.startswith("storePath")]
     conf = tmp_path / "broker.conf"
     conf.write_text("\n".join(keep + [f"storePathRootDir={store}", f"storePathCommitLog={store}/commitlog"]) + "\n")
@@ -342,7 +344,7 @@ def test_store_verify_takes_the_store_from_the_conf(tmp_path):
 
 
 def test_store_verify_progress_is_plain_lines_off_a_terminal(tmp_path):
-    store = REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store" / "store"
+    store = require(FIXTURE_STORE)
     result = subprocess.run(rmqd_command("store", "verify", str(store)), capture_output=True, text=True, timeout=60,
                             env=dict(os.environ, RMQD_PROGRESS_INTERVAL="0"))
     assert result.returncode == 0
