@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 
 import compat_harness as harness
+from fixtures import CLEAN
 from compat_harness import RmqdServer, body_of, msg_spec
 from compat_session import Session, body_prefix, copy_fixture_store
 
 pytestmark = pytest.mark.timeout(300)
 
-FIXTURE = harness.REPO / ".." / "shared" / "fixtures" / "rocketmq-4.9-store"
+FIXTURE = CLEAN  # made by Apache RocketMQ itself (scripts/fixtures, tests/fixtures.py)
 
 # the settings the fixture broker wrote its files with (its broker.conf), minus addresses and paths
 FIXTURE_CONF = """\
@@ -144,7 +145,7 @@ def manifest(kind: str | None = None, topic: str | None = None) -> list[dict[str
 @pytest.fixture
 def fixture_server(own_server, tmp_path: Path) -> RmqdServer:
     if not (FIXTURE / "store" / "commitlog").is_dir():
-        harness.missing(f"fixture store not found at {FIXTURE}")
+        harness.missing(f"fixture store not found at {FIXTURE}: run scripts/fixtures/setup.sh")
     store = copy_fixture_store(FIXTURE / "store", tmp_path / "store")
     conf = tmp_path / "broker.conf"
     conf.write_text(FIXTURE_CONF)

@@ -64,12 +64,14 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(1, str(REPO / "tests"))
 
 from support import free_broker_port, free_port  # noqa: E402  (tests/support.py: the suite's port helpers)
+from fixtures import CAPTURE as FIXTURE_CAPTURE  # noqa: E402  (tests/fixtures.py: the generated fixtures)
 from rmqd.wire.acl import sign_fields  # noqa: E402
 from rmqd.wire.codes import RequestCode, ResponseCode, SerializeType  # noqa: E402
 from rmqd.wire.frame import FrameDecoder, RemotingCommand, decode_frame, encode_frame, make_request  # noqa: E402
 from rmqd.wire.message import crc32_masked, decode_messages, encode_properties  # noqa: E402
 
-CAPTURE = REPO.parent / "shared" / "fixtures" / "java-4.9.8-remoting-capture" / "remoting-frames.jsonl"
+# the Remoting capture made by Apache RocketMQ itself (scripts/fixtures; tests/fixtures.py finds it)
+CAPTURE = FIXTURE_CAPTURE / "remoting-frames.jsonl"
 HEALTH_TOPIC = "FuzzHealthZ9q"
 HEALTH_GROUP = "FuzzHealthGroupZ9q"
 PRODUCER_GROUP = "FuzzProducerZ9q"
@@ -225,15 +227,16 @@ def capture_seeds() -> list[Seed]:
     seeds = []
     if not CAPTURE.exists():
         return seeds
+    facts = json.loads((CAPTURE.parent / "facts.json").read_text())
+    servers = {facts["namesrvAddr"], facts["brokerAddr"]}  # the capture's name server and broker
     for line in CAPTURE.read_text().splitlines():
         d = json.loads(line)
-        port = d["dst"].rsplit(":", 1)[1]
-        if port not in ("9876", "10911"):
+        if d["dst"] not in servers:
             continue
         cmd = decode_frame(bytes.fromhex(d["rawFrameHex"]))
         if cmd.is_response:
             continue
-        seeds.append(Seed("namesrv" if port == "9876" else "broker", int(cmd.code), dict(cmd.ext_fields or {}),
+        seeds.append(Seed("namesrv" if d["dst"] == facts["namesrvAddr"] else "broker", int(cmd.code), dict(cmd.ext_fields or {}),
                           bytes(cmd.body or b""), cmd.flag, int(cmd.serialize_type)))
     return seeds
 

@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from fixtures import CAPTURE as CAPTURE_DIR, CLEAN, require
 from rmqd import _compiled
 from rmqd.wire.errors import WireError
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / ".." / "shared" / "fixtures"
-CAPTURE = FIXTURES / "java-4.9.8-remoting-capture" / "remoting-frames.jsonl"
-STORE = FIXTURES / "rocketmq-4.9-store" / "store"
+CAPTURE = CAPTURE_DIR / "remoting-frames.jsonl"
+STORE = CLEAN / "store"
 SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 
 
@@ -58,9 +58,7 @@ def _fields(cmd: Any) -> tuple:
 
 
 def _capture_frames() -> list[bytes]:
-    if not CAPTURE.exists():
-        pytest.skip(f"fixture capture not found: {CAPTURE}")
-    return [bytes.fromhex(json.loads(line)["rawFrameHex"]) for line in CAPTURE.read_text().splitlines() if line]
+    return [bytes.fromhex(json.loads(line)["rawFrameHex"]) for line in require(CAPTURE).read_text().splitlines() if line]
 
 
 def test_frames_decode_and_encode_alike() -> None:
@@ -112,9 +110,7 @@ def test_damaged_binary_headers_fail_alike(header: bytes, cut: int) -> None:
 
 def test_commit_log_records_alike() -> None:
     built, pure = _module("rmqd.store.commitlog")
-    files = sorted((STORE / "commitlog").glob("*")) if STORE.exists() else []
-    if not files:
-        pytest.skip(f"fixture store not found: {STORE}")
+    files = sorted(require(STORE / "commitlog").glob("*"))
     seen = 0
     for f in files:
         data = f.read_bytes()

@@ -4,7 +4,7 @@ files only as fresh as their last periodic persist) and with a clean SIGTERM —
 restart nothing is lost and nothing is duplicated beyond RocketMQ's at-least-once contract.
 
 The test plays the Java 4.9.8 client's part over raw Remoting frames (the requests' extFields
-are those of the frame capture ``../shared/fixtures/java-4.9.8-remoting-capture`` and of
+are those of the frame capture (the java-4.9.8-remoting-capture fixture, scripts/fixtures) and of
 ``MQClientAPIImpl``: SEND_MESSAGE_V2 with one-letter fields, HEART_BEAT with the Java body,
 PULL_MESSAGE with sysFlag 4 + subscription, CONSUMER_SEND_MSG_BACK, END_TRANSACTION oneway
 (flag 2), answering CHECK_TRANSACTION_STATE on the producer's own connection).
