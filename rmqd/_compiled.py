@@ -179,7 +179,8 @@ def compiled_status() -> str:
         why = note.read_text().strip() if note.exists() else "nothing compiled (pip install . compiles the modules)"
         return why if why.startswith("plain Python") else f"plain Python: {why}"
     reasons = "; ".join(f"{len(names)} {why if len(names) == 1 else why.replace('its', 'their')} "
-                        f"({', '.join(n.removeprefix('rmqd.') for n in names)})" for why, names in sorted(plain.items()))
+                        f"({', '.join(n.removeprefix('rmqd.') for n in names)})"
+                        for why, names in sorted(plain.items()))
     if compiled == 0:
         return f"plain Python: {reasons}"
     return f"compiled: {compiled} of {len(MODULES)} modules; plain Python: {reasons}"
