@@ -6,6 +6,7 @@ sys.path (see the comment there); compat_tests/ does not use it (it imports noth
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import socket
@@ -13,10 +14,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Awaitable, Callable
+
+import trio
 
 from rmqd.pytest_plugin import free_broker_port  # noqa: F401 - p, p-2 and p+1 free (re-exported for the tests)
 
 REPO = Path(__file__).resolve().parents[1]
+
+#: what a wait's condition may be: a plain predicate or a coroutine function returning a bool
+Condition = Callable[[], "bool | Awaitable[bool]"]
 
 #: the line `rmqd namesrv|broker|serve` prints on stdout once every port listens
 READY_PREFIX = "rmqd ready"
@@ -69,3 +76,28 @@ def stop(proc: subprocess.Popen, timeout: float = 20) -> tuple[int, str]:
         proc.kill()
         raise
     return proc.returncode, err
+
+
+async def wait_until(pred: Condition, timeout: float, what: str, *, interval: float = 0.02) -> None:
+    """Poll ``pred`` (sync or async) on trio's clock until it holds; fail naming ``what`` after
+    ``timeout`` seconds. The wait ends as soon as the condition holds, unlike a fixed sleep, and
+    under ``trio.testing.MockClock(autojump_threshold=0)`` it takes no real time at all."""
+    with trio.move_on_after(timeout):
+        while True:
+            result = pred()
+            if inspect.isawaitable(result):
+                result = await result
+            if result:
+                return
+            await trio.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def wait_until_blocking(pred: Callable[[], bool], timeout: float, what: str, *, interval: float = 0.02) -> None:
+    """`wait_until` for code outside trio (subprocesses, threads, files on disk): poll on the
+    monotonic clock, fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import itertools
 import threading
 import time
 from pathlib import Path
@@ -47,7 +48,7 @@ import trio
 from rmqd.broker.config import load_broker_settings
 from rmqd.broker.remoting_client import RemotingClient
 from rmqd.store import tools as store_tools
-from support import READY_PREFIX, free_broker_port, free_port, rmqd, rmqd_command
+from support import READY_PREFIX, free_broker_port, free_port, rmqd, rmqd_command, wait_until, wait_until_blocking
 from rmqd.wire import fastjson
 from rmqd.wire.codes import RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_request
@@ -71,6 +72,8 @@ mappedFileSizeConsumeQueue=12000
 """
 
 UNIQ = UniqIdGenerator(ip="192.0.2.2")
+SCHEDULE_LEVELS = (1, 2, 3)  # messageDelayLevel above
+_barriers = itertools.count()
 
 
 # --------------------------------------------------------------------------------------------
@@ -310,12 +313,35 @@ def run(server: Serve, fn: Callable[[JavaClient], Awaitable[Any]], timeout: floa
     return trio.run(with_client, server, fn, timeout)
 
 
-async def wait_until(pred: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    with trio.move_on_after(timeout):
-        while not await pred():
-            await trio.sleep(0.1)
-        return
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+async def schedule_barrier(java: JavaClient) -> None:
+    """Wait until the schedule service has run a whole round after this call: a 5.x timer
+    message that is due at once (TIMER_DELAY_MS 1, rounded down to the second) goes through
+    rmq_sys_wheel_timer and is put to its own topic by the service's next tick, which delivers
+    every due delay level and timer under one lock; the consume queues are dispatched in
+    commit-log order, so whatever an earlier round put (a re-delivery after a restart
+    included) is readable once the barrier message is. Replaces a fixed "room for a duplicate"
+    sleep with the exact moment a duplicate would have shown."""
+    topic = f"ScheduleBarrier{next(_barriers)}"
+    await java.send(topic, b"barrier", props={"TIMER_DELAY_MS": "1"})
+
+    async def through() -> bool:
+        return len(await java.read_topic(topic)) == 1
+    await wait_until(through, 10, f"the schedule service's next round (barrier message in {topic})")
+
+
+async def schedule_idle(java: JavaClient) -> bool:
+    """Nothing pending in any delay level: GET_BROKER_RUNTIME_INFO's scheduleMessageOffset_<level>
+    ("delivered,max") is at the queue's end for every level that has a queue."""
+    r = await java.invoke(RequestCode.GET_BROKER_RUNTIME_INFO)
+    assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
+    table = fastjson.loads(bytes(r.body or b"{}")).get("table") or {}
+    for level in SCHEDULE_LEVELS:
+        stats = table.get(f"scheduleMessageOffset_{level}")
+        if stats is not None:
+            delivered, top = (int(x) for x in stats.split(","))
+            if delivered < top:
+                return False
+    return True
 
 
 def count_by_uniq(msgs: list[MessageRecord]) -> dict[str, int]:
@@ -335,6 +361,7 @@ def test_delayed_messages_survive_restart_exactly_once(serve, how: str) -> None:
     server = serve().start()
     topic = f"DelayRestart_{how}"
     sent: dict[str, dict[str, Any]] = {}
+    overdue_at: list[float] = []
 
     async def phase1(java: JavaClient) -> None:
         # delivered before the stop: must not come back after the restart
@@ -357,6 +384,7 @@ def test_delayed_messages_survive_restart_exactly_once(serve, how: str) -> None:
         for i in range(2):
             uniq, _ = await java.send(topic, f"overdue-{i}".encode(), props={"DELAY": "1"})
             sent[uniq] = {"body": f"overdue-{i}".encode(), "delay_ms": 1000}
+        overdue_at.append(time.monotonic() + 1.0)  # stored by the time the send is answered
         uniq, _ = await java.send(topic, b"timer-0", props={"TIMER_DELAY_MS": "2500"})
         # 5.x rounds the delivery time down to timerPrecisionMs (1 s): due 1.5..2.5 s after the send
         sent[uniq] = {"body": b"timer-0", "delay_ms": 1500}
@@ -365,14 +393,16 @@ def test_delayed_messages_survive_restart_exactly_once(serve, how: str) -> None:
 
     run(server, phase1)
     server.stop(how)
-    time.sleep(1.2)  # the level-1 ones fall due while no broker runs
+    # the behaviour under test: the level-1 ones fall due while no broker runs (what is left of
+    # their 1 s after the stop, plus a margin for the millisecond store timestamps)
+    time.sleep(max(0.0, overdue_at[0] + 0.05 - time.monotonic()))
     server.start()
 
     async def phase2(java: JavaClient) -> list[MessageRecord]:
         async def all_delivered() -> bool:
             return len(await java.read_topic(topic)) >= len(sent)
         await wait_until(all_delivered, 15, "every delayed message after the restart")
-        await trio.sleep(1.5)  # room for a duplicate to show up
+        await schedule_barrier(java)  # a duplicate would be readable by now
         return await java.read_topic(topic)
 
     msgs = run(server, phase2)
@@ -389,7 +419,7 @@ def test_delayed_messages_survive_restart_exactly_once(serve, how: str) -> None:
     server.start()
 
     async def phase3(java: JavaClient) -> list[MessageRecord]:
-        await trio.sleep(1.5)
+        await schedule_barrier(java)  # the restart's first round (where a re-delivery would be) is over
         return await java.read_topic(topic)
 
     assert count_by_uniq(run(server, phase3)) == {u: 1 for u in sent}
@@ -437,7 +467,7 @@ def test_sigkill_while_delivering_loses_nothing(serve) -> None:
         async def all_there() -> bool:
             return set(count_by_uniq(await java.read_topic(topic))) >= acked
         await wait_until(all_there, 15, "every acknowledged delayed message after the restart")
-        await trio.sleep(1.0)
+        await schedule_barrier(java)  # a second copy would be readable by now
         return await java.read_topic(topic)
 
     counts = count_by_uniq(run(server, phase2))
@@ -504,7 +534,9 @@ def test_retry_and_dlq_across_restarts(serve) -> None:
     server.start()
 
     async def check_dlq(java: JavaClient) -> None:
-        await trio.sleep(1.0)
+        async def dead_lettered() -> bool:
+            return len(await java.read_topic(dlq, queues=1)) >= 1
+        await wait_until(dead_lettered, 10, f"the copy in {dlq} after the restart")
         dead = await java.read_topic(dlq, queues=1)
         assert len(dead) == 1, f"{len(dead)} copies in {dlq}"
         (d,) = dead
@@ -512,8 +544,11 @@ def test_retry_and_dlq_across_restarts(serve) -> None:
         assert d.properties["UNIQ_KEY"] == state["uniq"]
         assert d.properties["ORIGIN_MESSAGE_ID"] == state["origin_offset_msg_id"]
         assert d.properties["RETRY_TOPIC"] == topic and d.body == b"fail-me"
-        # ... and no third retry copy was made, nothing doubled by the restarts
-        await trio.sleep(3.5)  # longer than the largest delay level
+        # ... and no third retry copy was made, nothing doubled by the restarts: once no delay
+        # level holds anything undelivered (a stray retry copy would wait there up to 3 s) and
+        # a round ran after that, every copy the broker will ever make is readable
+        await wait_until(lambda: schedule_idle(java), 10, "every delay level delivered to its end")
+        await schedule_barrier(java)
         copies = await java.read_topic(retry, queues=1)
         assert [c.reconsume_times for c in copies] == [1, 2]
         assert len(await java.read_topic(dlq, queues=1)) == 1
@@ -613,7 +648,18 @@ def test_transactions_across_restarts(serve, how: str) -> None:
         await answer(java, next(c for c in java.checks if by_uniq[c.ext_fields["transactionId"]]
                                 == "commit-after-check"), commit=True)
         await end(java, "rollback-before")
-        await trio.sleep(1.0)
+        # the oneway ENDs above have no answer to wait for: a last transaction committed after
+        # them on this connection (the broker hands each END to a worker in arrival order, and
+        # they take one lock) becomes visible once they were handled
+        uniq, r = await java.send("TxBarrierT", b"barrier", group=pg, props={"TRAN_MSG": "true", "PGROUP": pg},
+                                  sys_flag=4)
+        _ip, _port, phy = parse_offset_msg_id(r.ext_fields["msgId"])
+        await java.end_transaction(group=pg, uniq=uniq, commit_log_offset=phy,
+                                   queue_offset=int(r.ext_fields["queueOffset"]), commit=True, from_check=False)
+
+        async def barrier_visible() -> bool:
+            return len(await java.read_topic("TxBarrierT")) == 1
+        await wait_until(barrier_visible, 5, "the commit sent after the duplicate ENDs")
 
     run(server, phase2)
     expect = {tx[n]["uniq"]: 1 for n in ("commit-before", "commit-after-check", "commit-late")}
@@ -740,10 +786,8 @@ def test_consumer_offsets_sigterm_vs_sigkill(serve) -> None:
     server.set_conf(BASE_CONF + "flushConsumerOffsetInterval=300\n")
     server.start()
     assert run(server, commit_and_query(6)) == 6
-    deadline = time.monotonic() + 5
-    while server.consumer_offsets(topic, group).get(1) != 6 and time.monotonic() < deadline:
-        time.sleep(0.05)  # the periodic persist
-    assert server.consumer_offsets(topic, group).get(1) == 6, "consumerOffset.json was not persisted"
+    wait_until_blocking(lambda: server.consumer_offsets(topic, group).get(1) == 6, 5,
+                        "the periodic persist to write offset 6 to consumerOffset.json")
     server.stop("SIGKILL")
     server.start()
     assert run(server, commit_and_query(None)) == 6, "a periodically persisted offset survives SIGKILL"

@@ -7,8 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import trio
-
 from broker_harness import run_with_broker
 from rmqd.broker.remoting_client import RemotingClient
 from rmqd.processors.client_manager import (
@@ -17,6 +15,7 @@ from rmqd.processors.client_manager import (
 from rmqd.wire.bodies import ConsumerConnection, SubscriptionData
 from rmqd.wire.codes import LanguageCode, RequestCode, ResponseCode
 from rmqd.wire.frame import RemotingCommand, make_request
+from support import wait_until
 
 
 class FakeChannel:
@@ -110,12 +109,6 @@ async def _second_client(h, notes: list[RemotingCommand]) -> RemotingClient:
     return client
 
 
-async def _wait_for(cond, timeout: float = 3.0) -> None:
-    with trio.fail_after(timeout):
-        while not cond():
-            await trio.sleep(0.02)
-
-
 def test_heartbeat_notify_unregister_and_close(tmp_path: Path) -> None:
     async def fn(h) -> None:
         r = await h.heartbeat("c1@1", "NG", "NT", producer_groups=("PG1",))
@@ -125,7 +118,7 @@ def test_heartbeat_notify_unregister_and_close(tmp_path: Path) -> None:
         retry = h.role.topic_config_manager.select_topic_config("%RETRY%NG")
         assert (retry.readQueueNums, retry.writeQueueNums, retry.perm) == (1, 1, 6)
         assert "PG1" in h.role.producer_manager.group_channel_table
-        await _wait_for(lambda: len(h.notifications) == 1)
+        await wait_until(lambda: len(h.notifications) == 1, 3, "the first NOTIFY_CONSUMER_IDS_CHANGED")
         note = h.notifications[0]
         assert note.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED and note.flag & 2
         assert note.ext_fields == {"consumerGroup": "NG"}
@@ -140,23 +133,24 @@ def test_heartbeat_notify_unregister_and_close(tmp_path: Path) -> None:
                 "producerDataSet": []}).encode()
             r = await c2.invoke(h.broker_addr, make_request(RequestCode.HEART_BEAT, None, body))
             assert r.code == ResponseCode.SUCCESS
-            await _wait_for(lambda: len(h.notifications) == 2 and len(notes2) == 1)
+            await wait_until(lambda: len(h.notifications) == 2 and len(notes2) == 1, 3,
+                             "both members told of the second one joining")
             r = await h.invoke(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "NG"})
             assert sorted(json.loads(bytes(r.body))["consumerIdList"]) == ["c1@1", "c2@2"]
             # the first member leaves politely: the second is told
             r = await h.invoke(RequestCode.UNREGISTER_CLIENT, {"clientID": "c1@1", "consumerGroup": "NG",
                                                                "producerGroup": "PG1"})
             assert (r.code, r.ext_fields) == (ResponseCode.SUCCESS, {})
-            await _wait_for(lambda: len(notes2) == 2)
+            await wait_until(lambda: len(notes2) == 2, 3, "the second member told of the unregister")
             assert "PG1" not in h.role.producer_manager.group_channel_table
             # re-join, then the second member's connection drops: the first is told
             await h.heartbeat("c1@1", "NG", "NT")
-            await _wait_for(lambda: len(notes2) == 3)
+            await wait_until(lambda: len(notes2) == 3, 3, "the second member told of the re-join")
             n_before = len(h.notifications)
         finally:
             c2.close_channel(h.broker_addr)
             await c2.__aexit__(None, None, None)
-        await _wait_for(lambda: len(h.notifications) > n_before)
+        await wait_until(lambda: len(h.notifications) > n_before, 3, "the first member told of the drop")
         info = h.role.consumer_manager.get_consumer_group_info("NG")
         assert info.get_all_client_id() == ["c1@1"]
 
