@@ -7,21 +7,21 @@ from pathlib import Path
 
 import pytest
 
+from fixtures import CLEAN, CRASHED, require
+
 if os.environ.get("RMQD_REQUIRE_ALL"):
     # `scripts/dev test` installs the spark extra: missing pieces fail here instead of skipping.
     import numpy  # noqa: F401
     import pyarrow  # noqa: F401
     import pyspark  # noqa: F401
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
-CLEAN = FIXTURES / "rocketmq-4.9-store"
-CRASHED = FIXTURES / "rocketmq-4.9-store-crashed"
+__all__ = ["CLEAN", "CRASHED", "copy_store", "require_java"]  # the fixtures: made by scripts/fixtures
 
 
 def copy_store(src: Path, dst: Path) -> Path:
     """A writable copy of a fixture store (the fixtures themselves are read-only)."""
     out = dst / src.name
-    shutil.copytree(src / "store", out)
+    shutil.copytree(require(src / "store"), out)
     for p in out.rglob("*"):
         p.chmod(0o755 if p.is_dir() else 0o644)
     out.chmod(0o755)

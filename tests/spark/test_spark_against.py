@@ -10,6 +10,7 @@ from rmqd.spark.verify import format_report, verify_store  # noqa: E402
 from rmqd.store.commitlog import MessageExtBrokerInner  # noqa: E402
 from rmqd.store.config import MessageStoreConfig  # noqa: E402
 from rmqd.store.message_store import DefaultMessageStore  # noqa: E402
+from fixtures import facts  # noqa: E402
 from tests.spark.conftest import CLEAN  # noqa: E402
 from rmqd.wire.message import MessageConst, iter_records  # noqa: E402
 
@@ -61,7 +62,7 @@ def replay(fixture_store, target):
 @pytest.fixture(scope="module")
 def rmqd_store(tmp_path_factory):
     target = tmp_path_factory.mktemp("rmqd") / "store"
-    assert replay(CLEAN / "store", target) == 2061
+    assert replay(CLEAN / "store", target) == facts(CLEAN)["commitlog"]["messages"]
     return target
 
 
@@ -69,7 +70,7 @@ def test_rmqd_store_matches_rocketmq_store(spark, rmqd_store):
     report = verify_store(spark, str(rmqd_store), against=str(CLEAN / "store"))
     text = format_report(report)
     assert report.ok, text
-    assert {c.name: c.checked for c in report.checks}["same messages (--against)"] == 2061
+    assert {c.name: c.checked for c in report.checks}["same messages (--against)"] == facts(CLEAN)["commitlog"]["messages"]
 
 
 def test_a_changed_message_is_found(spark, rmqd_store, tmp_path):

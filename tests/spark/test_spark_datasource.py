@@ -13,7 +13,13 @@ from pyspark.sql import functions as F  # noqa: E402
 from rmqd.spark.cli import export_main  # noqa: E402
 from rmqd.spark.schemas import SCHEMAS  # noqa: E402
 from rmqd.spark.session import read  # noqa: E402
+from fixtures import facts, sent  # noqa: E402
 from tests.spark.conftest import CLEAN, CRASHED  # noqa: E402
+
+# what RocketMQ's MessageDecoder counted in the fixtures, and the index entries their files hold
+N_CLEAN = facts(CLEAN)["commitlog"]["messages"]
+N_CRASHED = facts(CRASHED)["commitlog"]["messages"]
+INDEX_ENTRIES = sum(f["indexCount"] - 1 for f in facts(CLEAN)["index"])
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -21,14 +27,15 @@ pytestmark = pytest.mark.timeout(240)
 def test_commitlog_counts_equal_manifests(spark):
     clean = read(spark, CLEAN / "store", "commitlog", splitSize=262144, body="false")
     assert clean.schema == SCHEMAS["commitlog"]
-    assert clean.count() == 2061
-    assert clean.rdd.getNumPartitions() == 12  # 3 files x 4 byte ranges
+    assert clean.count() == N_CLEAN
+    assert clean.rdd.getNumPartitions() == 4 * len(facts(CLEAN)["commitlog"]["files"])  # files x 4 byte ranges
     crashed = read(spark, CRASHED / "store", "commitlog")
-    assert crashed.count() == 3919
+    assert crashed.count() == N_CRASHED
     # every acknowledged traffic message of the crashed store is there, by client msgId
     sent = [json.loads(line) for line in open(CRASHED / "traffic-manifest.jsonl")]
     ok = {m["msgId"] for m in sent if m.get("sendStatus") == "SEND_OK"}
-    assert len(ok) == 1858
+    reported = facts(CRASHED)["apacheRecovery"]["reported"]["topics"]["FixTrafficTopic"]
+    assert len(ok) == sum(q["maxOffset"] for q in reported.values()) > 0
     got = {r.uniqKey for r in crashed.where(F.col("topic") == "FixTrafficTopic").select("uniqKey").collect()}
     assert got == ok
 
@@ -39,7 +46,7 @@ def test_rows_carry_every_field(spark):
     assert r.topic == "FixTopicA" and r.tags == "TagC" and r.crc_ok
     assert r.properties["unicode"] == "ünïcødé-値" and r.properties["with space"] == "value with spaces"
     assert bytes(r.body) == b"message with user properties"
-    assert r.offsetMsgId == "7F00000100002AA90000000000000B6F" and r.storeHost == "127.0.0.1:10921"
+    assert r.offsetMsgId == sent(CLEAN, "normal-userprops")["offsetMsgId"] and r.storeHost == "127.0.0.1:10921"
     compressed = df.where((F.col("sysFlag").bitwiseAND(1)) == 1).count()
     assert compressed == 3  # the 4096 B, 150 KiB and 100 KiB+7 sends
     per_topic = {row.topic: row["count"] for row in df.groupBy("topic").count().collect()}
@@ -53,7 +60,7 @@ def test_consumequeue_and_index_kinds(spark):
     assert q[("FixBulkTopic", 0)] == 500 and q[("SCHEDULE_TOPIC_XXXX", 2)] == 4 and q[("FixBatchTopic", 2)] == 5
     ix = read(spark, CLEAN / "store", "index")
     assert ix.schema == SCHEMAS["index"]
-    assert ix.count() == 3999 + 118 and ix.where(~F.col("reachable")).count() == 0
+    assert ix.count() == INDEX_ENTRIES and ix.where(~F.col("reachable")).count() == 0
     assert read(spark, CRASHED / "store", "problems").count() == 0
 
 
@@ -66,9 +73,9 @@ def test_export_parquet(spark, tmp_path, capsys):
     out = tmp_path / "out"
     assert export_main([str(CLEAN / "store"), str(out), "--format", "parquet", "--master", "local[2]"]) == 0
     text = capsys.readouterr().out
-    assert "2061" in text and "4117" in text
+    assert str(N_CLEAN) in text and str(INDEX_ENTRIES) in text
     back = spark.read.parquet(str(out / "commitlog"))
-    assert back.count() == 2061 and back.schema["properties"].dataType == SCHEMAS["commitlog"]["properties"].dataType
+    assert back.count() == N_CLEAN and back.schema["properties"].dataType == SCHEMAS["commitlog"]["properties"].dataType
     assert export_main([str(CLEAN / "store"), str(out), "--master", "local[2]"]) == 2  # exists, no --overwrite
     assert "rmqd spark export" in capsys.readouterr().err
     assert export_main([str(tmp_path / "nope"), str(out)]) == 2
@@ -91,7 +98,7 @@ def test_user_schema_selects_columns(spark):
     full = read(spark, CLEAN / "store", "commitlog").select("offsetMsgId", "queueOffset", "topic", "keys", "crc_ok",
                                                            "properties")
     assert sorted(map(tuple, slim.collect())) == sorted(map(tuple, full.collect()))
-    assert slim.count() == 2061 and slim.where("crc_ok").count() == 2061
+    assert slim.count() == N_CLEAN and slim.where("crc_ok").count() == N_CLEAN
     assert read(spark, CLEAN / "store", "commitlog", columns=["keys", "topic"]).columns == ["keys", "topic"]
     cq = spark.read.format("rocketmq").option("kind", "consumequeue").schema("tagsCode BIGINT, topic STRING").load(store)
     assert cq.columns == ["tagsCode", "topic"] and cq.count() == read(spark, CLEAN / "store", "consumequeue").count()

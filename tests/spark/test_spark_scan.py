@@ -16,6 +16,7 @@ pytest.importorskip("pyspark")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from rmqd.spark import scan  # noqa: E402
+from fixtures import facts  # noqa: E402
 from tests.spark.conftest import CLEAN, CRASHED, copy_store  # noqa: E402
 from rmqd.wire.message import decode_properties, encode_record  # noqa: E402
 
@@ -23,6 +24,18 @@ from rmqd.wire.message import decode_properties, encode_record  # noqa: E402
 def _dump(fixture, name):
     with gzip.open(fixture / "dump" / name, "rt") as fh:
         return [json.loads(line) for line in fh]
+
+
+def _messages(fixture) -> int:
+    """How many records RocketMQ's MessageDecoder read in the fixture's commit log."""
+    return facts(fixture)["commitlog"]["messages"]
+
+
+def _first_positions(n: int) -> list[int]:
+    """File positions of the clean store's first n records (all in file 0), from the dump."""
+    rows = [d for d in _dump(CLEAN, "commitlog-dump.jsonl.gz") if d["record"] == "MESSAGE"][:n]
+    assert all(d["file"] == "00000000000000000000" for d in rows)
+    return [d["filePos"] for d in rows]
 
 
 def _rows(root, split_size=scan.DEFAULT_SPLIT_SIZE, **kw):
@@ -42,7 +55,7 @@ def _problems(root, split_size=scan.DEFAULT_SPLIT_SIZE):
 def test_commitlog_rows_equal_rocketmq_dump(fixture):
     dump = [d for d in _dump(fixture, "commitlog-dump.jsonl.gz") if d["record"] == "MESSAGE"]
     rows = _rows(fixture / "store")
-    assert len(rows) == len(dump) == (2061 if fixture == CLEAN else 3919)
+    assert len(rows) == len(dump) == _messages(fixture)
     for r, d in zip(rows, dump):
         assert (r["file"], r["filePos"]) == (d["file"], d["filePos"])
         for k in ("totalSize", "bodyCRC", "queueId", "flag", "queueOffset", "sysFlag", "bornTimestamp",
@@ -74,39 +87,45 @@ def test_split_size_does_not_change_rows(split_size):
     root = CRASHED / "store"
     whole = [(r["file"], r["filePos"], r["offsetMsgId"]) for r in _rows(root, read_body=False, check_crc=False)]
     split = [(r["file"], r["filePos"], r["offsetMsgId"]) for r in _rows(root, split_size, read_body=False, check_crc=False)]
-    assert split == whole and len(whole) == 3919
+    assert split == whole and len(whole) == _messages(CRASHED)
     assert _problems(root, split_size) == []
 
 
 def test_bad_magic_is_located_and_reading_resumes(tmp_path):
     root = copy_store(CLEAN, tmp_path)
+    first = _first_positions(8)
+    third, seventh = first[2], first[6]
     path = root / "commitlog" / "00000000000000000000"
     data = bytearray(path.read_bytes())
-    data[485 + 4:485 + 8] = b"\x00\x11\x22\x33"  # magic of the 3rd record (key-1k)
-    data[3409:3409 + 4] = (10**9).to_bytes(4, "big")  # size of the 7th record
+    data[third + 4:third + 8] = b"\x00\x11\x22\x33"  # magic of the 3rd record (key-1k)
+    data[seventh:seventh + 4] = (10**9).to_bytes(4, "big")  # size of the 7th record
     path.write_bytes(bytes(data))
     probs = _problems(root, 65536)
     locs = {(p["file"], p["offset"]) for p in probs}
-    assert ("commitlog/00000000000000000000", 485) in locs
-    assert ("commitlog/00000000000000000000", 3409) in locs
+    assert ("commitlog/00000000000000000000", third) in locs
+    assert ("commitlog/00000000000000000000", seventh) in locs
     rows = _rows(root, 65536, read_body=False)
-    assert len(rows) == 2061 - 2  # both damaged records skipped, everything else still read
-    assert {r["filePos"] for r in rows if r["file"] == "00000000000000000000"} >= {0, 193, 1695, 2927, 3230, 7700}
+    assert len(rows) == _messages(CLEAN) - 2  # both damaged records skipped, everything else still read
+    assert {r["filePos"] for r in rows if r["file"] == "00000000000000000000"} >= set(first) - {third, seventh}
 
 
 def test_blank_tail_and_garbage_after_end(tmp_path):
     root = copy_store(CLEAN, tmp_path)
-    f0 = root / "commitlog" / "00000000000000000000"
+    log = facts(CLEAN)["commitlog"]
+    blank, end = log["blanks"][0], log["endOfData"]
+    assert blank["file"] == "00000000000000000000"
+    f0 = root / "commitlog" / blank["file"]
     data = bytearray(f0.read_bytes())
-    data[1047541:1047545] = (1000).to_bytes(4, "big")  # BLANK size no longer reaches the end
+    data[blank["filePos"]:blank["filePos"] + 4] = (1000).to_bytes(4, "big")  # BLANK size no longer reaches the end
     f0.write_bytes(bytes(data))
-    f2 = root / "commitlog" / "00000000000002097152"
-    data = bytearray(f2.read_bytes())
-    data[900_000] = 7  # a stray byte after the end of data (863276)
-    f2.write_bytes(bytes(data))
+    last = root / "commitlog" / end["file"]
+    data = bytearray(last.read_bytes())
+    stray = (end["filePos"] + len(data)) // 2  # a stray byte after the end of data
+    data[stray] = 7
+    last.write_bytes(bytes(data))
     locs = {(p["file"], p["offset"], p["check"]) for p in _problems(root)}
-    assert ("commitlog/00000000000000000000", 1047541, "blank-tail") in locs
-    assert ("commitlog/00000000000002097152", 900_000, "blank-tail") in locs
+    assert ("commitlog/00000000000000000000", blank["filePos"], "blank-tail") in locs
+    assert (f"commitlog/{end['file']}", stray, "blank-tail") in locs
 
 
 def test_ipv6_hosts_and_v2_topic(tmp_path):
@@ -257,15 +276,18 @@ def test_index_rows_equal_dump(fixture):
 
 def test_zeroed_index_slot_makes_its_chain_unreachable(tmp_path):
     root = copy_store(CLEAN, tmp_path)
-    f = root / "index" / "20261122025528885"
+    name = facts(CLEAN)["index"][0]["file"]
+    slot = next(d["slot"] for d in _dump(CLEAN, "index-dump.jsonl.gz")
+                if d["record"] == "ENTRY" and d["file"] == name and d["indexNo"] == 1)  # the first key's slot
+    f = root / "index" / name
     data = bytearray(f.read_bytes())
-    data[40 + 456 * 4:40 + 457 * 4] = bytes(4)
+    data[40 + slot * 4:40 + (slot + 1) * 4] = bytes(4)
     f.write_bytes(bytes(data))
     probs = [p for b in scan.check_index_files(scan.index_files(root)) for p in b.to_pylist()]
-    assert [(p["file"], p["offset"]) for p in probs] == [("index/20261122025528885", 40 + 456 * 4)]
+    assert [(p["file"], p["offset"]) for p in probs] == [(f"index/{name}", 40 + slot * 4)]
     rows = pa.Table.from_batches(list(scan.scan_index_files(scan.index_files(root)))).to_pylist()
     lost = [r for r in rows if not r["reachable"]]
-    assert lost and all(r["slot"] == 456 and r["file"] == "20261122025528885" for r in lost)
+    assert lost and all(r["slot"] == slot and r["file"] == name for r in lost)
 
 
 def test_empty_and_missing_dirs(tmp_path):
