@@ -32,20 +32,23 @@ Sans-IO: bytes in (``receive``), h2 events and `UnaryRequest`s out in wire order
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left
 from collections.abc import Container, Sequence
 from typing import Any
 
 import h2.connection
 import h2.exceptions
 from h2.connection import ConnectionState
+from h2.stream import StreamClosedBy
 from hpack.exceptions import HPACKError, OversizedHeaderListError
 
 from rmqd.wire.hpack import encode_block
 
 PREFACE_SIZE = 24
 FRAME_HEADER = 9
-DATA, HEADERS, PING, CONTINUATION = 0x0, 0x1, 0x6, 0x9
+DATA, HEADERS, RST_STREAM, PING, CONTINUATION = 0x0, 0x1, 0x3, 0x6, 0x9
 WINDOW_UPDATE = 0x8
+REFUSED_STREAM = 0x7
 END_STREAM = ACK = 0x1
 END_HEADERS = 0x4
 PADDED = 0x8
@@ -54,7 +57,7 @@ MAX_WINDOW = 2**31 - 1
 #: the gRPC message prefix: compressed flag, length
 _PREFIX = struct.Struct(">BI")
 _HEAD = struct.Struct(">HBBBI")  # a frame header: length (24 bits as 16 + 8), type, flags, stream id
-_WINDOW_UPDATE_BODY = struct.Struct(">I")
+_WORD = struct.Struct(">I")  # a WINDOW_UPDATE's increment, a RST_STREAM's error code
 
 
 def frame(ftype: int, flags: int, stream_id: int, payload: bytes) -> bytes:
@@ -109,6 +112,24 @@ def _path_of(headers: Sequence[tuple[bytes, bytes]]) -> bytes | None:
     return None
 
 
+def _later_frame(buf: bytes, q: int) -> int:
+    """What the whole frame at ``q``, of a request's stream after its HEADERS, makes of the
+    request: 2 its last DATA (END_STREAM), 1 a DATA or a well-formed WINDOW_UPDATE before that,
+    -1 anything else (h2 judges the request)."""
+    ftype = buf[q + 3]
+    flags = buf[q + 4]
+    if ftype == DATA:
+        if flags & ~END_STREAM:
+            return -1
+        return 2 if flags else 1
+    if ftype == WINDOW_UPDATE:
+        length = (buf[q] << 16) | (buf[q + 1] << 8) | buf[q + 2]
+        if length != 4 or flags or not int.from_bytes(buf[q + 9:q + 13], "big") & 0x7FFFFFFF:
+            return -1  # h2 judges it
+        return 1
+    return -1
+
+
 class FastInbound:
     """The connection's inbound frames: unary calls of ``paths`` and PINGs answered here, the
     rest handed to ``h2conn`` in order. ``window_ack`` is how many bytes of taken calls may wait
@@ -131,6 +152,17 @@ class FastInbound:
         #: streams taken from the buffer being read whose later frames (DATA, WINDOW_UPDATE) are
         #: still ahead of the read position: passed over, h2 never sees them
         self._taking: set[int] = set()
+        # The look-ahead of one read (`_request_frames`), so that no frame is walked twice: the
+        # walks of the read so far reached `_walked_to` (past its last whole frame when
+        # `_walked_all`), and `_passed` holds, by stream, where the frames they passed over
+        # start (in order). Reset by every read.
+        self._walked_to = 0
+        self._walked_all = False
+        self._passed: dict[int, list[int]] | None = None
+        #: frames walked by look-aheads, all reads together: at most one walk per frame of a read
+        #: (issue 46: a scan to the end of the read from every incomplete HEADERS cost ~1 s of the
+        #: event loop per 64 KiB read); kept for the tests, which hold it to that
+        self.walked = 0
 
     # -- inbound ------------------------------------------------------------------------------------
     def receive(self, data: bytes | bytearray) -> list[Any]:
@@ -141,7 +173,11 @@ class FastInbound:
             return conn.receive_data(data)
         buf = self._rest + data if self._rest else bytes(data)
         n = len(buf)
-        pos = raw = 0
+        pos = raw = heads = 0
+        if self._walked_to:
+            self._walked_to = 0
+            self._walked_all = False
+            self._passed = None
         items: list[Any] = []
         if self._preface:
             pos = min(self._preface, n)
@@ -170,14 +206,22 @@ class FastInbound:
                 if ftype == CONTINUATION and flags & END_HEADERS:
                     self._in_block = False
             elif ftype == HEADERS:
+                heads += 1  # (streams this read may open: h2's count lags until it gets the bytes)
+                if len(conn.streams) + heads > self.max_streams and flags & END_HEADERS:
+                    if raw < pos:
+                        items.extend(conn.receive_data(buf[raw:pos]))
+                        raw = pos
+                    if self._refuse(buf, pos, end):
+                        pos = raw = end
+                        continue
                 if not flags & END_HEADERS:
                     self._in_block = True
                 elif not flags & (END_STREAM | PADDED):
-                    stop = self._request_end(buf, pos, end, n)
-                    if stop:
+                    later = self._request_frames(buf, pos, end, n)
+                    if later is not None:
                         if raw < pos:
                             items.extend(conn.receive_data(buf[raw:pos]))
-                        pos = raw = self._take(buf, pos, end, stop, items)
+                        pos = raw = self._take(buf, pos, end, later, items)
                         continue
             elif ftype == PING and flags == 0 and length == 8 and self._open():
                 if buf[pos + 5] | buf[pos + 6] | buf[pos + 7] | buf[pos + 8] == 0:  # stream 0
@@ -200,37 +244,103 @@ class FastInbound:
             items.extend(conn.receive_data(buf[raw:pos]))
         return items
 
+    def _refuse(self, buf: bytes, pos: int, end: int) -> bool:
+        """The HEADERS buf[pos:end] (h2 has every byte before it) refused with RST_STREAM
+        REFUSED_STREAM when it opens a stream past our MAX_CONCURRENT_STREAMS, as grpc-java's
+        Netty refuses it (a stream error): h2 would raise TooManyStreamsError and end the whole
+        connection with GOAWAY. Its header block is still decoded (HPACK's dynamic table is the
+        connection's), and h2 then sees the stream as one it reset itself, so the frames the
+        peer sent after it get h2's answer to a reset stream. False: h2 judges the frame."""
+        conn = self.h2
+        sid = int.from_bytes(buf[pos + 5:pos + 9], "big") & 0x7FFFFFFF
+        if (sid & 1 == 0 or sid <= conn.highest_inbound_stream_id or not self._open()
+                or conn.open_inbound_streams < conn.local_settings.max_concurrent_streams):
+            return False
+        flags = buf[pos + 4]
+        block = pos + FRAME_HEADER
+        stop = end
+        if flags & PADDED:
+            stop -= buf[block]
+            block += 1
+        if flags & PRIORITY:
+            block += 5
+        if block > stop:
+            return False  # h2's protocol error
+        decode_block(conn, buf[block:stop])
+        conn.highest_inbound_stream_id = sid
+        conn._closed_streams[sid] = StreamClosedBy.SEND_RST_STREAM
+        self.drain()
+        self.out += frame(RST_STREAM, 0, sid, _WORD.pack(REFUSED_STREAM))
+        return True
+
     def _open(self) -> bool:
         return self.h2.state_machine.state is ConnectionState.SERVER_OPEN
 
-    def _request_end(self, buf: bytes, pos: int, end: int, n: int) -> int:
-        """Where the last frame of the request whose HEADERS ends at ``end`` ends: its DATA
+    def _request_frames(self, buf: bytes, pos: int, end: int, n: int) -> list[int] | None:
+        """Where the later frames of the request whose HEADERS ends at ``end`` start: its DATA
         frames, the last with END_STREAM, and any WINDOW_UPDATE of the same stream (grpc's C
         core sends one right after its HEADERS), all whole in ``buf``; frames of other streams
         may come between them (grpc-java writes the HEADERS of concurrent calls before their
-        DATA). 0 when the request is not all there, or has any other frame of its stream."""
-        sid = int.from_bytes(buf[pos + 5:pos + 9], "big") & 0x7FFFFFFF
-        q = end
-        max_frame = self.h2.max_inbound_frame_size
-        while n - q >= FRAME_HEADER:
-            length = (buf[q] << 16) | (buf[q + 1] << 8) | buf[q + 2]
-            stop = q + FRAME_HEADER + length
-            if length > max_frame or stop > n:
-                return 0
-            if int.from_bytes(buf[q + 5:q + 9], "big") & 0x7FFFFFFF == sid:
-                ftype = buf[q + 3]
-                if ftype == WINDOW_UPDATE:
-                    if length != 4 or buf[q + 4] or not int.from_bytes(buf[q + 9:q + 13], "big") & 0x7FFFFFFF:
-                        return 0  # h2 judges it
-                elif ftype != DATA or buf[q + 4] & ~END_STREAM:
-                    return 0
-                elif buf[q + 4] & END_STREAM:
-                    return stop
-            q = stop
-        return 0
+        DATA). None when the request is not all there, or has any other frame of its stream.
 
-    def _take(self, buf: bytes, pos: int, end: int, stop: int, items: list[Any]) -> int:
-        """The request whose HEADERS is buf[pos:end] and whose last frame ends at ``stop``: taken
+        Linear in the read, however many HEADERS it holds: a walk goes on from where the walks
+        before it in this read stopped (remembering, by stream, the frames it passed over), so
+        each frame is walked once; what an earlier walk passed over is looked up. A walk that
+        reached the end of the read's whole frames answers every later one (None)."""
+        sid = int.from_bytes(buf[pos + 5:pos + 9], "big") & 0x7FFFFFFF
+        frames: list[int] = []
+        q = end
+        if end < self._walked_to:  # passed over by earlier walks of this read: found, not walked
+            passed = self._passed
+            mine = passed.get(sid) if passed is not None else None
+            if mine is not None:
+                for i in range(bisect_left(mine, end), len(mine)):
+                    verdict = _later_frame(buf, mine[i])
+                    if verdict < 0:
+                        return None
+                    frames.append(mine[i])
+                    if verdict == 2:
+                        return frames
+            if self._walked_all:
+                return None
+            q = self._walked_to
+        max_frame = self.h2.max_inbound_frame_size
+        walked = 0
+        try:
+            while n - q >= FRAME_HEADER:
+                length = (buf[q] << 16) | (buf[q + 1] << 8) | buf[q + 2]
+                stop = q + FRAME_HEADER + length
+                if length > max_frame or stop > n:
+                    break
+                walked += 1
+                fsid = int.from_bytes(buf[q + 5:q + 9], "big") & 0x7FFFFFFF
+                if fsid == sid:
+                    verdict = _later_frame(buf, q)
+                    if verdict < 0:
+                        self._walked_to = stop
+                        return None
+                    frames.append(q)
+                    if verdict == 2:
+                        self._walked_to = stop
+                        return frames
+                else:  # another stream's: its own walk, later in this read, looks it up
+                    passed = self._passed
+                    if passed is None:
+                        passed = self._passed = {}
+                    other = passed.get(fsid)
+                    if other is None:
+                        passed[fsid] = [q]
+                    else:
+                        other.append(q)
+                q = stop
+            self._walked_to = q
+            self._walked_all = True
+            return None
+        finally:
+            self.walked += walked
+
+    def _take(self, buf: bytes, pos: int, end: int, later: list[int], items: list[Any]) -> int:
+        """The request whose HEADERS is buf[pos:end] and whose later frames start at ``later``: taken
         here when it can be (its later frames are then passed over as the read comes to them),
         else its HEADERS handed to h2 (the block decoded here already goes again as literals
         that leave the table alone), its later frames following as the read comes to them.
@@ -250,16 +360,13 @@ class FastInbound:
         parts: list[bytes] = []
         updates: list[bytes] = []
         window = 0
-        q = end
-        while q < stop:
+        for q in later:
             nxt = q + FRAME_HEADER + ((buf[q] << 16) | (buf[q + 1] << 8) | buf[q + 2])
-            if int.from_bytes(buf[q + 5:q + 9], "big") & 0x7FFFFFFF == sid:
-                if buf[q + 3] == DATA:
-                    parts.append(buf[q + FRAME_HEADER:nxt])
-                else:
-                    updates.append(buf[q:nxt])
-                    window += int.from_bytes(buf[q + 9:nxt], "big") & 0x7FFFFFFF
-            q = nxt
+            if buf[q + 3] == DATA:
+                parts.append(buf[q + FRAME_HEADER:nxt])
+            else:
+                updates.append(buf[q:nxt])
+                window += int.from_bytes(buf[q + 9:nxt], "big") & 0x7FFFFFFF
         body = parts[0] if len(parts) == 1 else b"".join(parts)
         flow = len(body)  # no padding: a padded DATA frame never gets here
         message = None
@@ -278,7 +385,7 @@ class FastInbound:
         self._unacked += flow
         if self._unacked >= self.window_ack:
             self.drain()
-            self.out += frame(WINDOW_UPDATE, 0, 0, _WINDOW_UPDATE_BODY.pack(self._unacked))
+            self.out += frame(WINDOW_UPDATE, 0, 0, _WORD.pack(self._unacked))
             self._unacked = 0
         items.append(UnaryRequest(sid, headers, message, window, b"".join(updates)))
         return end
