@@ -61,6 +61,11 @@ MAX_QUEUED_BYTES_PER_STREAM = 8 * 1024 * 1024
 DEFAULT_IDLE_SECONDS = 120.0
 #: a stopping server lets calls finish this long before it closes their connections
 DEFAULT_GRACE_SECONDS = 10.0
+#: a new connection must have sent the HTTP/2 preface and its first SETTINGS frame this long after
+#: it was accepted (TLS included), else it is closed: grpc-java's handshake timeout
+#: (ServerBuilder.handshakeTimeout, 120 s by default). Without it one byte every two minutes kept a
+#: connection that never started for ever, since each byte restarts the idle time.
+DEFAULT_HANDSHAKE_SECONDS = 120.0
 #: the longest status text sent back
 _MAX_STATUS_TEXT = 1024
 
@@ -278,7 +283,8 @@ class GrpcCall(TakenCall):
 class GrpcConnection:
     """One HTTP/2 connection: its h2 state machine, its read loop and its calls."""
 
-    def __init__(self, server: "GrpcServer", stream: trio.abc.Stream, remote_addr: str, local_addr: str) -> None:
+    def __init__(self, server: "GrpcServer", stream: trio.abc.Stream, remote_addr: str, local_addr: str,
+                 accepted: float | None = None) -> None:
         self.server = server
         self.stream = stream
         #: the socket itself when nothing sits between it and h2 (h2c): read and written without
@@ -309,6 +315,10 @@ class GrpcConnection:
         self._send_lock = trio.Semaphore(1)
         self.closed = False
         self.last_activity = trio.current_time()
+        #: the client's preface and SETTINGS came (h2's first RemoteSettingsChanged); until then
+        #: the connection lives until `handshake_deadline` at most
+        self.handshaken = False
+        self.handshake_deadline = (self.last_activity if accepted is None else accepted) + server.handshake_seconds
         self._conn_window = trio.Event()
         #: calls of inline methods started by this read, answered once its events are handled
         #: (with the request when wire/h2_fast.py took it whole: h2 has no stream for it)
@@ -420,10 +430,14 @@ class GrpcConnection:
             with idle:
                 await self._read_loop(handlers_nursery)
             if idle.cancelled_caught and not self.closed:
-                log.info("grpc: closing idle connection %s", self.remote_addr)
+                if self.handshaken:
+                    log.info("grpc: closing idle connection %s", self.remote_addr)
+                else:
+                    log.info("grpc: closing connection %s: no HTTP/2 preface and SETTINGS within %.0f s of accepting it",
+                             self.remote_addr, self.server.handshake_seconds)
                 self._goaway(h2.errors.ErrorCodes.NO_ERROR)
                 await self.flush()
-                self._mark_closed("idle")
+                self._mark_closed("idle" if self.handshaken else "handshake timeout")
         finally:
             watch.cancel()
             self._mark_closed("connection finished")
@@ -487,12 +501,15 @@ class GrpcConnection:
         self._mark_closed(f"protocol error: {text}")
 
     async def _watch_idle(self, reader: trio.CancelScope, watch: trio.CancelScope) -> None:
-        """A connection that sends nothing (not even a PING) for idle_seconds is closed: one
+        """A connection that sends nothing (not even a PING) for idle_seconds is closed, and so
+        is one that has not sent its preface and SETTINGS by its handshake deadline: one
         sleeping task instead of a deadline set again on every read."""
         idle_seconds = self.server.idle_seconds
         with watch:
             while not self.closed:
                 deadline = self.last_activity + idle_seconds
+                if not self.handshaken and self.handshake_deadline < deadline:
+                    deadline = self.handshake_deadline
                 if trio.current_time() >= deadline:
                     reader.cancel()
                     return
@@ -535,6 +552,7 @@ class GrpcConnection:
                 if call is not None:
                     call._on_window()
         elif isinstance(event, h2.events.RemoteSettingsChanged):
+            self.handshaken = True
             self._conn_window.set()
             for call in self.calls.values():
                 call._on_window()
@@ -752,7 +770,8 @@ class GrpcServer:
     def __init__(self, handlers: Mapping[tuple[str, str], Handler], *,
                  inline_handlers: Mapping[tuple[str, str], InlineHandler] | None = None, tls: TlsAcceptor | None = None,
                  idle_seconds: float = DEFAULT_IDLE_SECONDS, grace_seconds: float = DEFAULT_GRACE_SECONDS,
-                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
+                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                 handshake_seconds: float = DEFAULT_HANDSHAKE_SECONDS) -> None:
         self.handlers = dict(handlers)
         #: unary methods answered on the read loop when their request is whole (the hot ones);
         #: each also has its task handler in `handlers`, used whenever the read loop cannot answer
@@ -763,6 +782,7 @@ class GrpcServer:
         if tls is not None and tls.cfg.mode.value != "disabled":
             tls.context.set_alpn_protocols(["h2"])
         self.idle_seconds = idle_seconds
+        self.handshake_seconds = handshake_seconds
         self.grace_seconds = grace_seconds
         self.max_message_size = max_message_size
         self.connections: set[GrpcConnection] = set()
@@ -810,6 +830,7 @@ class GrpcServer:
             connections.start_soon(self._serve_connection, stream)
 
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        accepted = trio.current_time()
         try:
             remote = format_addr(stream.socket.getpeername())
             local = format_addr(stream.socket.getsockname())
@@ -822,7 +843,7 @@ class GrpcServer:
             if served is None:
                 await trio.aclose_forcefully(stream)
                 return
-            conn = GrpcConnection(self, served, remote, local)
+            conn = GrpcConnection(self, served, remote, local, accepted)
             self.connections.add(conn)
             try:
                 async with trio.open_nursery() as handlers:
