@@ -44,8 +44,6 @@ class CliError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rmqd import __version__
-
     # --log-level is taken before or after the sub-command: the sub-commands' copy leaves the
     # value alone unless given (SUPPRESS), so the top-level default (RMQD_LOG_LEVEL) stands
     common = argparse.ArgumentParser(add_help=False)
@@ -53,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rmqd", description=DESCRIPTION)
     parser.add_argument("--log-level", default=os.environ.get("RMQD_LOG_LEVEL", "WARNING"),
                         help="logging level for stderr (default WARNING)")
-    parser.add_argument("--version", action="version", version=f"rmqd {__version__}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0, help="show the version, and whether the hot "
+                                                                           "modules run compiled, and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = sub.add_parser("serve", parents=[common], help="run a name server and one broker in one process")
@@ -120,6 +119,25 @@ SPARK_COMMANDS = ("verify", "export", "package")
 
 DESCRIPTION = ("A drop-in broker for Apache RocketMQ clients: 4.9.x clients over Remoting (name server and "
                "broker ports) and 5.x clients over gRPC (what Apache's rocketmq-proxy serves, on grpcServerPort).")
+
+
+def version_text() -> str:
+    """`rmqd --version`: the version and whether the hot modules run compiled (a wheel built
+    without a compiler, or RMQD_PURE=1, runs them as plain Python, several times slower)."""
+    from rmqd import __version__
+    from rmqd._compiled import compiled_status
+
+    return f"rmqd {__version__} ({compiled_status()})"
+
+
+class _VersionAction(argparse.Action):
+    """argparse's own version action re-wraps the text to the terminal's width: this one prints
+    the one line as it is (scripts read it)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(version_text(), flush=True)
+        parser.exit()
 
 
 def _take_log_level(args: argparse.Namespace) -> None:
@@ -291,6 +309,15 @@ def _ready(line: str) -> None:
 # commands
 
 
+def _log_started(what: str) -> None:
+    """The start-up line saying whether the hot modules run compiled (logged once every
+    listener is up, when the broker has imported them)."""
+    from rmqd import __version__
+    from rmqd._compiled import compiled_status
+
+    log.info("rmqd %s %s started; hot modules: %s", __version__, what, compiled_status())
+
+
 async def _run_namesrv(args: argparse.Namespace) -> int:
     from rmqd.broker.namesrv import NamesrvRole
 
@@ -300,6 +327,7 @@ async def _run_namesrv(args: argparse.Namespace) -> int:
         async with trio.open_nursery() as nursery:
             _naming(args, {role.port: ("the name server", "listenPort of -c, --port")})
             bound = await nursery.start(role.run)
+            _log_started("namesrv")
             _ready(f"rmqd ready namesrv={_fmt(bound)}")
             await _wait_for_signal(signals, role.stop)
             nursery.cancel_scope.cancel()
@@ -318,6 +346,7 @@ async def _run_broker(args: argparse.Namespace) -> int:
         async with trio.open_nursery() as nursery:
             _naming(args, _broker_listener_names(settings, "--port"))
             bound = await nursery.start(role.run)
+            _log_started("broker")
             _ready(f"rmqd ready {_listeners_part(bound)} namesrv={settings.broker.namesrvAddr} "
                    f"store={settings.store.storePathRootDir}")
             await _wait_for_signal(signals, role.stop)
@@ -344,6 +373,7 @@ async def _run_serve(args: argparse.Namespace) -> int:
             broker_role = BrokerRole(settings, host=host)
             _naming(args, _broker_listener_names(settings, "--broker-port"))
             bound = await nursery.start(broker_role.run)
+            _log_started("serve")
             _ready(f"rmqd ready namesrv={_fmt(ns_bound)} {_listeners_part(bound)} "
                    f"store={settings.store.storePathRootDir}")
 

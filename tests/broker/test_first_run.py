@@ -1,11 +1,12 @@
 """What a user meets on a fresh machine (issue 41): the ready line says where every listener
 really is, the Prometheus exporter answers `curl 127.0.0.1:5557/metrics`, a taken port, store
 damage and a bad config value are each one line naming what to fix, and --help / --version
-say which clients rmqd serves."""
+say which clients rmqd serves and whether its hot modules run compiled."""
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -89,6 +90,10 @@ def test_ready_line_names_each_listener_as_bound_and_the_exporter_answers_on_loo
     finally:
         code, err = stop(proc)
     assert code == 0, err
+    status = subprocess.run([sys.executable, "-c", "from rmqd._compiled import compiled_status; "
+                             "print(compiled_status())"], capture_output=True, text=True, check=True).stdout.strip()
+    started = [x for x in err.splitlines() if "serve started; hot modules:" in x]
+    assert len(started) == 1 and started[0].endswith(f"hot modules: {status}"), err
 
 
 def test_metrics_prom_exporter_host_keeps_the_exporter_to_one_address(tmp_path: Path) -> None:
@@ -212,3 +217,15 @@ def test_help_names_both_client_generations() -> None:
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
     assert "4.9.x clients over Remoting" in text and "5.x clients over gRPC" in text and "rocketmq-proxy" in text
+
+
+def test_version_says_whether_the_hot_modules_run_compiled() -> None:
+    from importlib.metadata import version
+
+    plain = subprocess.run(rmqd_command("--version"), capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, RMQD_PURE="1"))
+    assert plain.returncode == 0 and plain.stdout == f"rmqd {version('rmqd')} (plain Python: RMQD_PURE=1)\n"
+    result = run_once("--version")
+    assert result.returncode == 0
+    assert re.fullmatch(rf"rmqd {re.escape(version('rmqd'))} \((compiled: \d+ of \d+ modules.*|plain Python: .+)\)\n",
+                        result.stdout), result.stdout
