@@ -1,11 +1,15 @@
 # rmqd as a container image: `rmqd serve` (name server + broker) as a non-root user, the store
 # in a volume.  Nothing is downloaded while the image builds: the wheels (rmqd's own and its
 # dependencies') are made on the host first, so the same build works on a machine whose engine
-# reaches no registry.
+# reaches no registry.  rmqd's wheel is compiled on the host (setup.py: a cp311 linux_x86_64
+# wheel from Python 3.11), so the base must run the same Python 3.x on a glibc no older than the
+# host's; the image compiles nothing.
+#
+#   scripts/dev image                                        # both steps below, tagged rmqd:latest
 #
 #   python3 -m pip wheel --wheel-dir build/wheels . pip     # rmqd, its dependencies, pip itself
-#   docker build -t rmqd .                                   # or: --build-arg BASE=<any Debian-based Python 3.11+ image>
-#   docker run --rm -p 127.0.0.1:9876:9876 -p 127.0.0.1:10911:10911 -e RMQD_BROKER_IP1=127.0.0.1 rmqd
+#   docker build -t rmqd .                                   # or: --build-arg BASE=<a Debian-based image with that Python>
+#   docker run --rm --network host rmqd serve --host 127.0.0.1
 #
 # scripts/containers.sh does both steps (and builds a Debian base image locally when no registry
 # can be reached); docs/containers.md has the details.
@@ -18,7 +22,7 @@ COPY build/wheels/ /tmp/wheels/
 RUN python3 -m venv --without-pip /opt/rmqd \
  && /opt/rmqd/bin/python3 "$(ls /tmp/wheels/pip-*.whl | head -n 1)/pip" install --quiet --no-index \
         --no-cache-dir --disable-pip-version-check --no-warn-script-location --find-links /tmp/wheels rmqd \
- && /opt/rmqd/bin/python3 -c "import rmqd.broker.cli"
+ && /opt/rmqd/bin/python3 -c "import rmqd.broker.cli; from rmqd._compiled import compiled_status; print(compiled_status())"
 
 FROM ${BASE}
 COPY --from=build /opt/rmqd /opt/rmqd

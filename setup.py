@@ -74,7 +74,13 @@ class optional_build_ext(build_ext):
                 self.extensions.remove(ext)
         if reason is not None:
             _say(f"building the plain-Python wheel: {reason} (rmqd runs the same source, only slower)")
-        if not self._in_place:  # what compiled_status() says when installed (rmqd/_compiled.py)
+        if not self._in_place:
+            # The old in-place build (Cythonize -i, before rmqd/_build.py) left wire/, store/, ...
+            # at the top of a checkout's build/lib*; the wheel takes all of build_lib, and installs
+            # only `rmqd`
+            for folder in {u.source.parent.name for u in UNITS.values()}:
+                shutil.rmtree(Path(self.build_lib) / folder, ignore_errors=True)
+            # what compiled_status() says when installed (rmqd/_compiled.py)
             note = Path(self.build_lib) / "rmqd" / _compiled.WHEEL_BUILD
             note.parent.mkdir(parents=True, exist_ok=True)
             note.write_text(f"plain Python: {reason}\n" if reason is not None else

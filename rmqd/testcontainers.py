@@ -23,24 +23,31 @@ container is removed - testcontainers' own ``stop()`` force-removes, i.e. SIGKIL
 new container continues on the store of a killed or stopped one.
 
 Docker and Podman both work: the engine is the one ``DOCKER_HOST`` names (Podman's socket, e.g.
-``unix:///run/podman/podman.sock``), else the default Docker socket.  Where no image registry can
-be reached, set ``TESTCONTAINERS_RYUK_DISABLED=true`` (Ryuk's image cannot be pulled) and build
-the images locally (``scripts/containers.sh images``).  Needs ``pip install 'rmqd[testcontainers]'``.
+``unix:///run/podman/podman.sock``), else the default Docker socket.  testcontainers removes
+containers a crashed test left through its reaper, Ryuk, a container of its own; where Ryuk's
+image is not there and cannot be pulled (no registry reachable) or Ryuk cannot start, these
+classes say so in one line and remove their containers themselves when the interpreter exits
+(``TESTCONTAINERS_RYUK_DISABLED=true`` skips the attempt).  The rmqd image comes from
+``scripts/dev image`` (``rmqd:latest``).  Needs ``pip install 'rmqd[testcontainers]'``.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import socket
+import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 try:
-    from docker.errors import APIError, NotFound
-    from testcontainers.core.container import DockerContainer
+    from docker.errors import APIError, DockerException, NotFound
+    from testcontainers.core.config import testcontainers_config
+    from testcontainers.core.container import DockerContainer, Reaper
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("rmqd.testcontainers needs testcontainers: pip install 'rmqd[testcontainers]'") from exc
 
@@ -55,7 +62,7 @@ __all__ = [
 NetworkMode = Literal["host", "bridge"]
 TlsMode = Literal["disabled", "permissive", "enforcing"]
 
-#: ``docker build -t rmqd .`` in the repository; scripts/containers.sh prints the tag it built.
+#: ``scripts/dev image`` in the repository builds it (scripts/containers.sh rmqd-image).
 DEFAULT_IMAGE = "rmqd:latest"
 #: scripts/containers.sh apache-image builds it from the Maven Central jars.
 DEFAULT_APACHE_IMAGE = "rmqd-apache-rocketmq:4.9.7"
@@ -104,6 +111,66 @@ def broker_ports(listen_port: int) -> dict[str, int]:
 def _properties(keys: Mapping[str, object]) -> bytes:
     """java.util.Properties text; values are written as given (RocketMQ's keys and spellings)."""
     return "".join(f"{k}={v}\n" for k, v in keys.items()).encode("utf-8")
+
+
+# --------------------------------------------------------------------------------------------
+# clean-up: testcontainers' reaper (Ryuk) where it can run, else ours at exit
+
+
+class _OwnCleanup:
+    """The containers these classes started and have not removed yet, removed at exit when Ryuk
+    does not run. Ryuk also covers a killed interpreter; this covers an ordinary exit (a test
+    session ending, an exception out of ``with``), which is what leaves containers behind in practice."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.decided: bool | None = None  # None: not asked yet; True: Ryuk runs; False: we clean up
+        self.live: dict[int, "_BrokerContainer"] = {}
+        self.registered = False
+
+    def reaper_runs(self) -> bool:
+        """Whether Ryuk runs for this session: started here (testcontainers would start it in
+        ``start()`` anyway) so that its failure can be told from the broker's. Decided once."""
+        with self.lock:
+            if self.decided is None:
+                self.decided = self._start_reaper()
+            if not self.decided and not self.registered:
+                atexit.register(self.remove_all)
+                self.registered = True
+            return self.decided
+
+    @staticmethod
+    def _start_reaper() -> bool:
+        if testcontainers_config.ryuk_disabled:
+            return False
+        try:
+            Reaper.get_instance()  # pulls testcontainers_config.ryuk_image when it is not there
+        except (DockerException, OSError, RuntimeError) as exc:
+            # the engine's own words (APIError.explanation: 'Get "https://registry-1.docker.io/v2/": ...')
+            reason = " ".join(str(getattr(exc, "explanation", None) or exc).split())[:200]
+            print(f"rmqd.testcontainers: no Ryuk ({testcontainers_config.ryuk_image}: {reason}); "
+                  "the containers started here are removed at exit instead", file=sys.stderr, flush=True)
+            testcontainers_config.ryuk_disabled = True  # testcontainers' start() would try again
+            return False
+        return True
+
+    def add(self, container: "_BrokerContainer") -> None:
+        with self.lock:
+            self.live[id(container)] = container
+
+    def discard(self, container: "_BrokerContainer") -> None:
+        with self.lock:
+            self.live.pop(id(container), None)
+
+    def remove_all(self) -> None:
+        with self.lock:
+            left = list(self.live.values())
+            self.live.clear()
+        for container in left:
+            container._remove_quietly()
+
+
+_CLEANUP = _OwnCleanup()
 
 
 # --------------------------------------------------------------------------------------------
@@ -184,9 +251,12 @@ class _BrokerContainer(DockerContainer):
         self._pick_ports()
         self._prepare()
         self._kwargs = {**self._kwargs, **self._create_kwargs, **self._network_kwargs()}
+        own_cleanup = not _CLEANUP.reaper_runs()
         t0 = time.monotonic()
         try:
             super().start()
+            if own_cleanup:
+                _CLEANUP.add(self)
         except APIError as exc:
             self._remove_quietly()
             text = str(exc.explanation or exc)
@@ -258,6 +328,7 @@ class _BrokerContainer(DockerContainer):
         self._remove_quietly()
 
     def _remove_quietly(self, delete_volume: bool = True) -> None:
+        _CLEANUP.discard(self)
         if self._container is None:
             return
         try:

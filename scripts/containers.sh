@@ -6,13 +6,15 @@
 #   scripts/containers.sh start       start dockerd if none answers; prints "started" when it did
 #   scripts/containers.sh stop        stop the dockerd `start` started (and nothing else)
 #   scripts/containers.sh images      build what is missing; prints RMQD_IMAGE=... and APACHE_IMAGE=...
+#   scripts/containers.sh rmqd-image  the rmqd image alone, also tagged rmqd:latest (scripts/dev image)
 #   scripts/containers.sh setup       engine + start + images (+ stop if it started the engine)
 #   scripts/containers.sh podman      Podman's Docker-compatible socket with the rmqd image (for its
 #                                     test); prints DOCKER_HOST=... and PODMAN_IMAGE=...; podman-stop
 #
 # No image registry is reached: the base images are made with debootstrap from the Debian mirror
 # apt is configured with and `docker import`ed (cached by tag), the rmqd image is built from
-# wheels made on the host (build/wheels), the Apache image from the Maven Central jars
+# wheels made on the host (build/wheels: rmqd's is compiled, a cp311 platform wheel, so the base
+# must have the host's Python 3.x), the Apache image from the Maven Central jars
 # compat_tests/apache/setup.sh resolved.  The rmqd and Apache images are tagged with a hash of
 # their inputs, so a changed checkout builds a new image and an unchanged one builds nothing.
 # RMQD_IMAGE_BASE / APACHE_IMAGE_BASE: use these base images instead (e.g. python:3.11-slim and
@@ -135,21 +137,42 @@ rmqd_image() {
   local base hash tag
   base=$(python_base)
   hash=$( { image_id "$base"; cat Dockerfile .dockerignore;
-            git ls-files -co --exclude-standard -z -- docker pyproject.toml LICENSE README.md rmqd wire store \
-              processors broker spark | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16)
+            git ls-files -co --exclude-standard -z -- docker pyproject.toml setup.py MANIFEST.in LICENSE README.md \
+              rmqd wire store processors broker spark | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16)
   tag="rmqd:dev-$hash"
   if ! have_image "$tag"; then
     [[ -x "$PY" ]] || die "no Python at $PY to build the wheels with (scripts/dev setup)"
     rm -rf build/wheels
+    # rmqd's wheel is compiled (setup.py; its modules from rmqd/_build.py's cache when current)
     log "building wheels (rmqd, its dependencies, pip) into build/wheels"
     "$PY" -m pip wheel -q --disable-pip-version-check --wheel-dir build/wheels . pip \
       || die "pip wheel failed"
+    wheel_fits "$base"
     log "building image $tag on $base"
     build_image "$tag" "$base" .
+    log "$tag: $(docker run --rm --entrypoint python3 "$tag" -c \
+      'from rmqd._compiled import compiled_status; print(compiled_status())' 2>&1 | tail -n 1)"
     # the build stages a day old and untagged (another checkout's may still be in use: newer ones stay)
     docker image prune -f --filter "until=24h" >/dev/null 2>&1 || true
   fi
   echo "$tag"
+}
+
+# A compiled (platform) wheel installs only on the Python it was built for: say so before the
+# image build fails on "no matching distribution".
+wheel_fits() {
+  local whl want have
+  whl=$(ls build/wheels/rmqd-*.whl 2>/dev/null | head -n 1)
+  [[ -n "$whl" ]] || die "pip wheel made no rmqd wheel in build/wheels"
+  case "$whl" in
+    *-none-any.whl) log "$(basename "$whl") is plain Python (nothing compiled: see pip wheel -v); the image runs it so"
+                    return 0 ;;
+  esac
+  want=$(basename "$whl" | cut -d- -f3)   # rmqd-0.1.0-cp311-cp311-linux_x86_64.whl -> cp311
+  have=$(docker run --rm --entrypoint python3 "$1" -c 'import sys; print("cp%d%d" % sys.version_info[:2])') \
+    || die "no python3 in $1"
+  [[ "$want" == "$have" ]] || die "$(basename "$whl") is for $want (the Python at $PY) but $1 has $have: \
+build the wheel with that Python (PYTHON=...) or set RMQD_IMAGE_BASE to a $want image"
 }
 
 # The Apache RocketMQ image: lib/ = the jars of compat_tests/apache/broker/classpath.txt.
@@ -242,7 +265,10 @@ case "${1:-}" in
   start) cmd_start ;;
   stop) cmd_stop ;;
   images) cmd_images ;;
-  rmqd-image) rmqd_image ;;
+  rmqd-image)
+    tag=$(rmqd_image)
+    docker tag "$tag" rmqd:latest   # what `docker run ... rmqd` and RmqdContainer() start
+    echo "$tag" ;;
   apache-image) apache_image ;;
   setup) cmd_setup ;;
   podman) cmd_podman ;;
