@@ -16,6 +16,7 @@ import gzip
 import importlib.util
 import json
 import os
+import sys
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -37,6 +38,7 @@ def _generator() -> ModuleType:
     spec = importlib.util.spec_from_file_location("rmqd_fixture_generator", GENERATOR)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
 
