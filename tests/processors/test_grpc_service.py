@@ -20,6 +20,7 @@ from grpc_support import V2Client, new_message, resource
 from rmqd.wire.bodies import TopicConfig
 from rmqd.wire.message import decode_messages
 from rmqd.wire.rocketmq_v2 import ClientType, Code, MessageType, Permission, TransactionResolution, pb
+from support import wait_until
 
 
 def _port(h: Harness) -> int:
@@ -209,14 +210,16 @@ def test_transaction_commit_and_check_back(tmp_path: Path) -> None:
         assert out["end_commit"].status.code == Code.OK
         assert out["end_rollback"].status.code == Code.OK
         assert out["end_missing"].status.code == Code.INTERNAL_SERVER_ERROR
-        # the check-back of the open one reaches the client on its Telemetry stream
-        await trio.sleep(0.2)
-        sent = await h.role.transaction_check_service.run_once()
+        # the check-back of the open one reaches the client on its Telemetry stream: a check round
+        # asks about it once it is older than transactionTimeOut (200 ms), rounds before find nothing
+        rounds: list[int] = []
+
+        async def checked() -> bool:
+            rounds.append(await h.role.transaction_check_service.run_once())
+            return rounds[-1] > 0
+        await wait_until(checked, 10, "a check round to send CHECK for the open half", interval=0.05)
+        assert sum(rounds) == 1, rounds
         tel = out["tel"]
-        if not sent:  # the half is younger than transactionTimeOut: check again once it is old enough
-            await trio.sleep(1.2)
-            sent = await h.role.transaction_check_service.run_once()
-        assert sent == 1
 
         def finish() -> Any:
             tel.wait(2)
@@ -243,7 +246,7 @@ def test_transaction_commit_and_check_back(tmp_path: Path) -> None:
                 bodies |= {bytes(m.body) for m in decode_messages(bytes(r.body))}
         assert bodies == {b"commit", b"unknown"}
 
-    _run(tmp_path, body, transactionTimeOut=1000, transactionCheckInterval=3600000)
+    _run(tmp_path, body, transactionTimeOut=200, transactionCheckInterval=3600000)
 
 
 def test_transport_errors_are_grpc_statuses(tmp_path: Path) -> None:
