@@ -65,7 +65,7 @@ def test_sigkill_rounds_lose_no_acknowledged_message(tmp_path):
         p = subprocess.Popen([sys.executable, "-c", CHILD, str(root), str(rnd_no)], stdout=subprocess.PIPE,
                              env=env, cwd=str(REPO))
         assert p.stdout.readline().strip() == b"ready"
-        time.sleep(rnd.uniform(0.02, 0.4))
+        time.sleep(rnd.uniform(0.02, 0.4))  # the behaviour under test: a kill at a random point of the writes
         p.send_signal(signal.SIGKILL)
         out = p.stdout.read().decode()
         p.wait()
@@ -155,7 +155,7 @@ def test_new_files_appear_only_at_full_size(tmp_path, monkeypatch):
 
 
 DELETE_CHILD = textwrap.dedent("""
-    import os, sys, time
+    import os, sys
     from rmqd.store.config import MessageStoreConfig
     from rmqd.store.message_store import DefaultMessageStore
     from rmqd.store.commitlog import MessageExtBrokerInner
@@ -167,7 +167,7 @@ DELETE_CHILD = textwrap.dedent("""
             assert s.put_message(MessageExtBrokerInner("LivesT", 0, b"x" * 50, {})).is_ok()
     for lives in (6, 3, 2):  # three lives of one topic, each deleted
         put(lives)
-        time.sleep(0.2)
+        assert s.wait_dispatched(), "this life's units in the consume queue before the delete"
         s.delete_topics(["LivesT"])
     os._exit(0)  # no shutdown: the next start recovers abnormally, walking the whole file
 """)
