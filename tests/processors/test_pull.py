@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from broker_harness import decode_pull_body, run_with_broker
 from rmqd.processors.pull import (
@@ -16,6 +17,7 @@ from rmqd.processors.pull import (
 )
 from rmqd.wire.codes import RequestCode, ResponseCode
 from rmqd.wire.message import java_string_hash
+from support import wait_until
 
 
 # --- pure logic --------------------------------------------------------------------------------
@@ -80,17 +82,18 @@ def test_hold_service_wakes_only_matching_and_newer() -> None:
         async with trio.open_nursery() as n:
             n.start_soon(hold, "b", 0, only_b)
             n.start_soon(hold, "any", 0, ExpressionMessageFilter(None))
-            await trio.sleep(0.05)
+            await trio.testing.wait_all_tasks_blocked()  # both are held
             assert svc.held_count == 2
             max_offsets[("T", 0)] = 1
             svc.notify_message_arriving("T", 0, 1, java_string_hash("A"))
-            await trio.sleep(0.05)
+            await trio.testing.wait_all_tasks_blocked()  # the woken one has returned
             assert results == {"any": True} and svc.held_count == 1
             max_offsets[("T", 0)] = 2
             svc.arrival_listener("T", 0, 2, java_string_hash("B"), 0, {"TAGS": "B"})
         assert results == {"any": True, "b": True} and svc.held_count == 0
+        assert trio.current_time() == 0  # woken by the arrivals, not by the 2 s timeout
 
-    trio.run(main)
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 def test_hold_service_times_out_and_periodic_check() -> None:
@@ -101,16 +104,18 @@ def test_hold_service_times_out_and_periodic_check() -> None:
         svc.bind_trio()
         t0 = trio.current_time()
         assert await svc.hold("T", 0, 0, 100, ExpressionMessageFilter(None)) is False
-        assert trio.current_time() - t0 >= 0.1
+        assert trio.current_time() - t0 == pytest.approx(0.1)  # held exactly its timeout (virtual time)
         async with trio.open_nursery() as n:
             async def later() -> None:
                 await trio.sleep(0.05)
                 max_offsets[("T", 0)] = 1  # a message the listener never reported
                 svc.check_hold_requests()
             n.start_soon(later)
+            t0 = trio.current_time()
             assert await svc.hold("T", 0, 0, 5000, ExpressionMessageFilter(None)) is True
+            assert trio.current_time() - t0 == pytest.approx(0.05)  # at the check, not after 5 s
 
-    trio.run(main)
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 # --- against the broker ------------------------------------------------------------------------
@@ -151,20 +156,25 @@ def test_long_poll_woken_by_arrival_and_timeout(tmp_path: Path) -> None:
     async def fn(h) -> None:
         assert (await h.send_v2("LP", b"first", queue_id=0)).code == ResponseCode.SUCCESS
         h.wait_dispatched()
+        # real time (the store's threads run beside trio): the timeout is a lower bound, with a
+        # generous ceiling for a loaded box; the exact durations are test_hold_service_*'s
         t0 = trio.current_time()
         r = await h.pull("LP", "g", 0, 1, sys_flag=6, subscription="*", suspend_ms=400)
         waited = trio.current_time() - t0
-        assert r.code == ResponseCode.PULL_NOT_FOUND and 0.38 <= waited < 3.0
+        assert r.code == ResponseCode.PULL_NOT_FOUND and 0.38 <= waited < 5.0
+        hold = h.role.pull_hold_service
+        sent_at: list[float] = []
 
         async with trio.open_nursery() as n:
             async def later() -> None:
-                await trio.sleep(0.3)
+                await wait_until(lambda: hold.held_count == 1, 5, "the pull to be held")
+                sent_at.append(trio.current_time())
                 await h.send_v2("LP", b"second", queue_id=0)
             n.start_soon(later)
-            t0 = trio.current_time()
             r = await h.pull("LP", "g", 0, 1, sys_flag=6, subscription="*", suspend_ms=10_000)
-            waited = trio.current_time() - t0
-        assert r.code == ResponseCode.SUCCESS and 0.25 <= waited < 2.0
+            answered = trio.current_time()
+        # answered after the arrival it was held for, long before its 10 s
+        assert r.code == ResponseCode.SUCCESS and sent_at and 0 <= answered - sent_at[0] < 5.0
         assert [m.body for m in decode_pull_body(r)] == [b"second"]
         assert h.role.pull_hold_service.held_count == 0
 
@@ -181,7 +191,7 @@ def test_slow_pull_does_not_block_send_on_same_connection(tmp_path: Path) -> Non
             async def pull() -> None:
                 got["pull"] = await h.pull("LP2", "g", 0, 1, sys_flag=6, subscription="*", suspend_ms=5000)
             n.start_soon(pull)
-            await trio.sleep(0.1)
+            await wait_until(lambda: h.role.pull_hold_service.held_count == 1, 5, "the pull to be held")
             t0 = trio.current_time()
             r = await h.send_v2("LP2", b"y", queue_id=0)
             assert r.code == ResponseCode.SUCCESS and trio.current_time() - t0 < 1.0
@@ -197,19 +207,24 @@ def test_tag_filtering_and_held_pull_ignores_other_tags(tmp_path: Path) -> None:
         r = await h.pull("TF", "g", 0, 0, sys_flag=4, subscription="TagB")
         assert (r.code, r.remark) == (ResponseCode.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE")
         assert r.ext_fields["nextBeginOffset"] == "1"
+        hold = h.role.pull_hold_service
+        first_done = trio.Event()
+        b1_sent: list[float] = []
+
         async with trio.open_nursery() as n:
             async def later() -> None:
-                await trio.sleep(0.2)
+                await wait_until(lambda: hold.held_count == 1, 5, "the first pull to be held")
                 await h.send_v2("TF", b"a1", queue_id=0, tags="TagA")
-                await trio.sleep(0.3)
+                await first_done.wait()
+                await wait_until(lambda: hold.held_count == 1, 5, "the TagB pull to be held")
+                b1_sent.append(trio.current_time())
                 await h.send_v2("TF", b"b1", queue_id=0, tags="TagB")
             n.start_soon(later)
-            t0 = trio.current_time()
             r = await h.pull("TF", "g", 0, 1, sys_flag=6, subscription="TagA || TagB", suspend_ms=5000)
             assert r.code == ResponseCode.SUCCESS and [m.body for m in decode_pull_body(r)] == [b"a1"]
-            t0 = trio.current_time()
+            first_done.set()
             r = await h.pull("TF", "g", 0, 2, sys_flag=6, subscription="TagB", suspend_ms=5000)
-            assert trio.current_time() - t0 >= 0.2
+            assert b1_sent and trio.current_time() >= b1_sent[0]  # held until b1 arrived
         assert r.code == ResponseCode.SUCCESS and [m.body for m in decode_pull_body(r)] == [b"b1"]
 
     run_with_broker(tmp_path, fn)
