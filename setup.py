@@ -58,7 +58,11 @@ class optional_build_ext(build_ext):
         reason = "RMQD_BUILD_EXT=0" if os.environ.get("RMQD_BUILD_EXT") == "0" else _build.why_not()
         built: dict[str, Path] = {}
         if reason is None:
-            result = _build.build([UNITS[e.name] for e in self.extensions], progress=_say)
+            try:
+                result = _build.build([UNITS[e.name] for e in self.extensions], progress=_say)
+            except Exception as exc:  # noqa: BLE001 - a speed-up never fails the install
+                reason = f"the build broke: {type(exc).__name__}: {exc}"
+                result = _build.Result({}, {}, 0, None)
             built = result.built
             if result.failed:
                 _say(_build.failure_line(result, len(self.extensions)))

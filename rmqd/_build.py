@@ -166,7 +166,14 @@ def build(todo: Sequence[Unit], jobs: int | None = None,
     """Every unit's extension file in the cache: taken from it when there, else compiled (``jobs``
     at a time, a progress line per module as it ends). Failures are reported, never raised."""
     cache = cache_dir()
-    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        writable = os.access(cache, os.W_OK)
+    except OSError:
+        writable = False
+    if not writable:  # e.g. a read-only HOME: compile all the same, only for this run
+        progress(f"{cache} cannot be written: compiling without the cache")
+        cache = Path(tempfile.mkdtemp(prefix="rmqd-ext-cache-"))
     tools = toolchain()
     built: dict[str, Path] = {}
     missing: list[tuple[Unit, Path]] = []

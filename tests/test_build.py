@@ -110,3 +110,16 @@ def test_a_failed_module_is_one_line_and_no_exception(tmp_path: Path, cache: Pat
 def test_no_compiler_is_a_reason_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CC", "/nonexistent/cc")
     assert _build.why_not() == "no C compiler (/nonexistent/cc not found)"
+
+
+def test_a_cache_that_cannot_be_written_is_done_without(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read-only or broken cache location (here: below a regular file) never stops a build."""
+    _needs_compiler()
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("RMQD_EXT_CACHE", str(blocker / "cache"))
+    units = _tree(tmp_path, "def f(:\n    pass\n")  # fails fast: only the cache handling matters
+    lines: list[str] = []
+    result = _build.build(units, progress=lines.append)
+    assert lines[0] == f"{blocker / 'cache'} cannot be written: compiling without the cache"
+    assert list(result.failed) == ["rmqd.wire.tiny"] and result.log is not None and result.log.exists()
