@@ -17,6 +17,7 @@ from rmqd.broker.namesrv import NamesrvRole
 from rmqd.broker.remoting_client import RemotingClient
 from rmqd.wire.bodies import TopicRouteData
 from rmqd.wire.codes import RequestCode, ResponseCode
+from support import wait_until
 
 
 async def _route(h: Harness, topic: str) -> TopicRouteData | None:
@@ -25,12 +26,14 @@ async def _route(h: Harness, topic: str) -> TopicRouteData | None:
 
 
 async def _wait_route(h: Harness, topic: str, present: bool = True) -> TopicRouteData | None:
-    with trio.fail_after(5):
-        while True:
-            route = await _route(h, topic)
-            if (route is not None) == present:
-                return route
-            await trio.sleep(0.05)
+    last: list[TopicRouteData | None] = [None]
+
+    async def seen() -> bool:
+        last[0] = await _route(h, topic)
+        return (last[0] is not None) == present
+    await wait_until(seen, 5, f"the name server's route of {topic} {'to appear' if present else 'to go'}",
+                     interval=0.05)
+    return last[0]
 
 
 def test_send_long_poll_offsets_restart(tmp_path: Path) -> None:
@@ -69,7 +72,8 @@ def test_send_long_poll_offsets_restart(tmp_path: Path) -> None:
                     assert [m.body for m in decode_pull_body(r)] == [b"m0"]
                     async with trio.open_nursery() as inner:
                         async def send_later() -> None:
-                            await trio.sleep(0.2)
+                            await wait_until(lambda: h.role.pull_hold_service.held_count == 1, 5,
+                                             "the long-polling pull to be held")
                             await h.send_v2("E2E", b"m1", queue_id=0)
                         inner.start_soon(send_later)
                         t0 = trio.current_time()
@@ -122,9 +126,8 @@ def test_messaging_semantics_are_wired(tmp_path: Path) -> None:
         # delay level 1 (1 s): parked in SCHEDULE_TOPIC_XXXX, then delivered to its topic
         r = await h.send_v2("DelayT", b"later", queue_id=0, extra={"DELAY": "1"})
         assert r.code == ResponseCode.SUCCESS
-        with trio.fail_after(6):
-            while h.role.store.get_max_offset_in_queue("DelayT", 0) < 1:
-                await trio.sleep(0.1)
+        await wait_until(lambda: h.role.store.get_max_offset_in_queue("DelayT", 0) >= 1, 6,
+                         "the level-1 message delivered to DelayT", interval=0.05)
         h.wait_dispatched()
         (delivered,) = decode_pull_body(await h.pull("DelayT", "dg", 0, 0, sys_flag=4, subscription="*"))
         assert delivered.body == b"later" and delivered.properties["REAL_TOPIC"] == "DelayT"
