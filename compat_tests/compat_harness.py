@@ -267,6 +267,17 @@ def spawn_ready(args: list[str], cwd: Path, log_path: Path,
     return proc, found[0], time.monotonic() - t0
 
 
+def wait_until(pred: Callable[[], bool], timeout: float, what: str, *, interval: float = 0.1) -> None:
+    """Poll ``pred`` until it holds; fail naming ``what`` after ``timeout`` seconds. The compat
+    side's copy of tests/support.py's wait_until_blocking (compat_tests import nothing of rmqd,
+    and support does); waits on a client's events use DriverProc.wait_for instead."""
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
 def tail(path: Path, lines: int = 40) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

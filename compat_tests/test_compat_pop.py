@@ -16,6 +16,7 @@ rmqd alone (they start and kill their own brokers): the POP state across SIGTERM
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import traceback
@@ -452,6 +453,17 @@ def _pop_six_ack_three(namesrv: str, workdir: Path, tag: str) -> tuple[str, str,
         c.close()
 
 
+def _offsets_on_disk(store: Path, topic: str, group: str) -> dict[int, int]:
+    """config/consumerOffset.json's queue -> offset for topic@group as on disk (fastjson writes
+    the queue ids unquoted, so the entry is read with a pattern, not json)."""
+    try:
+        text = (store / "config" / "consumerOffset.json").read_text()
+    except OSError:
+        return {}
+    entry = re.search(re.escape(json.dumps(f"{topic}@{group}")) + r"\s*:\s*\{([^}]*)\}", text)
+    return {int(q): int(o) for q, o in re.findall(r'"?(\d+)"?\s*:\s*(-?\d+)', entry.group(1))} if entry else {}
+
+
 def test_store_popped_on_apache_5_3_3_served_by_rmqd(tmp_path: Path) -> None:
     """Apache RocketMQ 5.3.3 pops six messages (invisible 20 s) and three are acknowledged; it
     stops; rmqd serves its store: the three others come back after their invisible time (the
@@ -465,7 +477,10 @@ def test_store_popped_on_apache_5_3_3_served_by_rmqd(tmp_path: Path) -> None:
     apache.start()
     try:
         topic, group, want = _pop_six_ack_three(apache.namesrv_addr, tmp_path / "before", "xs")
-        time.sleep(6)  # 5.3 writes consumerOffset.json every 5 s; its shutdown hook writes it too
+        # 5.3 writes consumerOffset.json every 5 s (its shutdown hook writes it too): wait for the
+        # periodic write to hold the six pops, not a fixed 6 s
+        harness.wait_until(lambda: sum(_offsets_on_disk(store, topic, group).values()) >= 6, 15,
+                           f"Apache 5.3.3 to persist {topic}@{group}'s offsets past the six pops")
     finally:
         apache.stop()
     server = RmqdServer(store=store, log_path=tmp_path / "rmqd.log", conf=_conf(tmp_path)).start()
