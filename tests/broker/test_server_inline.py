@@ -7,6 +7,7 @@ import struct
 
 import pytest
 import trio
+import trio.testing
 
 import rmqd.broker.server as server_module
 import test_server
@@ -14,6 +15,7 @@ from rmqd.broker.server import RemotingServer
 from rmqd.wire.codes import ResponseCode, SerializeType
 from rmqd.wire.errors import WireError
 from rmqd.wire.frame import RemotingCommand, encode_frame, make_request, make_response
+from support import wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -154,7 +156,7 @@ def test_answers_queue_while_the_peer_does_not_read():
         c = await RawConn.open(port)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(c.send, *(make_request(BIG, opaque=i) for i in range(120)))
-            await trio.sleep(0.3)  # let the server fill the socket and its queue
+            await trio.sleep(0.3)  # the behaviour under test: the server fills the socket and its queue
             got = [await c.recv() for _ in range(120)]
         assert [r.opaque for r in got] == list(range(120))
         assert all(len(r.body) == 100000 and r.body[:1] == b"x" and r.body[-1:] == b"y" for r in got)
@@ -179,7 +181,8 @@ def test_graceful_stop_answers_a_pending_inline_continuation():
         await fx.later_started.wait()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(fx.server.stop)
-            await trio.sleep(0.1)
+            await fx.server.stopping.wait()
+            await trio.testing.wait_all_tasks_blocked()  # the connection saw it and waits for the handler
             fx.release.set()
             r = await c.recv()
             assert r is not None and (r.opaque, r.remark) == (9, "later done")
@@ -193,11 +196,9 @@ def test_queued_answers_are_written_in_the_background_and_keep_their_order():
     async def t(fx, port):
         c = await RawConn.open(port)
         await c.send(*(make_request(BIG, opaque=i) for i in range(30)))
-        await trio.sleep(0.3)
+        # every BIG answered into the queue (the client reads nothing yet), then one more request
+        await wait_until(lambda: fx.big_calls == 30, 5, "the server to answer all 30 unread requests")
         await c.send(make_request(FAST, {"x": "after"}, opaque=30))
-        with trio.fail_after(5):
-            while fx.big_calls < 30:
-                await trio.sleep(0.01)
         got = [await c.recv() for _ in range(31)]
         assert [r.opaque for r in got] == list(range(31))
         assert got[-1].ext("echo") == "after"
@@ -211,21 +212,17 @@ def test_after_requests_hook_follows_every_read_and_every_request_task():
         c = await RawConn.open(port)
         await c.send(make_request(FAST, opaque=1), make_request(FAST, opaque=2))
         assert [(await c.recv()).opaque for _ in range(2)] == [1, 2]
-        with trio.fail_after(5):
-            while fx.hook_calls < 1:
-                await trio.sleep(0.001)
+        await wait_until(lambda: fx.hook_calls >= 1, 5, "the hook after the read", interval=0.001)
         assert fx.flag_in_handler == [True, True] and set(fx.flag_in_hook) == {False}
         before = fx.hook_calls
         await c.send(make_request(ASYNC_SLOW, opaque=3))
-        with trio.fail_after(5):
-            while fx.hook_calls <= before:  # the read that started the task (its answer waits)
-                await trio.sleep(0.001)
+        # the read that started the task (its answer waits)
+        await wait_until(lambda: fx.hook_calls > before, 5, "the hook after the task's read", interval=0.001)
         after_read = fx.hook_calls
         fx.release.set()
         assert (await c.recv()).opaque == 3
-        with trio.fail_after(5):
-            while fx.hook_calls <= after_read:  # and once more after the task's answer
-                await trio.sleep(0.001)
+        # and once more after the task's answer
+        await wait_until(lambda: fx.hook_calls > after_read, 5, "the hook after the task's answer", interval=0.001)
         assert not fx.server.in_inline_call
     run(t)
 
