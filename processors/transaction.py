@@ -222,8 +222,8 @@ class TransactionalMessageService:
         return self.store.put_message(msg)
 
     def put_op_message(self, half: MessageRecord) -> bool:
-        """``addRemoveTagInTransactionOp``: tag d, body = the half's queue offset."""
-        self._ensure_topic(RMQ_SYS_TRANS_OP_HALF_TOPIC)
+        """``addRemoveTagInTransactionOp``: tag d, body = the half's queue offset. Written with no
+        topic config, as 4.9.8's writeOp: the op topic is not in the broker's topic table."""
         string_props = java_hashmap_order({MessageConst.PROPERTY_TAGS: REMOVE_TAG,
                                            MessageConst.PROPERTY_WAIT_STORE_MSG_OK: "true"})
         msg = MessageExtBrokerInner(
@@ -310,6 +310,9 @@ class TransactionalMessageService:
 
     def _check(self, timeout: int, check_max: int, start: int) -> list[CheckRequest]:
         requests: list[CheckRequest] = []
+        # fetchMessageQueues: the half topic's config, created by the first round (4.9.8 lists
+        # RMQ_SYS_TRANS_HALF_TOPIC from then on)
+        self._ensure_topic(RMQ_SYS_TRANS_HALF_TOPIC)
         if self.store.get_consume_queue(RMQ_SYS_TRANS_HALF_TOPIC, 0) is None:
             return requests
         half_offset = self.fetch_consume_offset(RMQ_SYS_TRANS_HALF_TOPIC, 0)

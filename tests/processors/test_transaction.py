@@ -107,7 +107,7 @@ def test_commit_writes_real_copy_and_op(tx: TxHarness) -> None:
     assert m.properties["TRAN_MSG"] == "true" and m.properties["REAL_TOPIC"] == "TxTopic"
     ops = tx.messages(OP)
     assert len(ops) == 1 and ops[0].body == str(qo).encode() and ops[0].properties == {"TAGS": "d", "WAIT": "true"}
-    assert OP in tx.created
+    assert OP not in tx.created  # 4.9.8's writeOp: no topic config for the op topic
 
 
 def test_duplicate_and_late_resolutions_write_nothing_more(tx: TxHarness) -> None:
