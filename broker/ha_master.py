@@ -24,6 +24,7 @@ from typing import Any
 
 import trio
 
+from rmqd.broker.ha_flow import ByteRate
 from rmqd.broker.listen import bind_tcp
 from rmqd.store.ha_append import master_start_offset, read_commit_log
 from rmqd.wire.ha import HAProtocolError, ReportReader, encode_transfer_header
@@ -35,10 +36,13 @@ TRANSFER_WAIT_S = 0.1
 
 
 class HAConnection:
-    """One slave: its acked offset and where the writer is."""
+    """One slave: its acked offset, where the writer is, and the bytes sent to it per second
+    (what GET_BROKER_HA_STATUS reports for it)."""
 
     def __init__(self, remote: str) -> None:
         self.remote = remote
+        self.connected_at = time.monotonic()
+        self.flow = ByteRate()
         self.slave_request_offset = -1
         self.slave_ack_offset = -1
         self.next_transfer_from = -1
@@ -158,13 +162,17 @@ class HAMasterService:
             chunk = read_commit_log(commit_log, conn.next_transfer_from, batch)
             if chunk is None:
                 if time.monotonic() - last_write > heartbeat:
-                    await stream.send_all(encode_transfer_header(conn.next_transfer_from, 0))
+                    header = encode_transfer_header(conn.next_transfer_from, 0)
+                    await stream.send_all(header)
+                    conn.flow.add(len(header))
                     last_write = time.monotonic()
                 with trio.move_on_after(TRANSFER_WAIT_S):
                     await self._data.wait()
                 continue
             body = bytes(chunk)
-            await stream.send_all(encode_transfer_header(conn.next_transfer_from, len(body)) + body)
+            frame = encode_transfer_header(conn.next_transfer_from, len(body)) + body
+            await stream.send_all(frame)
+            conn.flow.add(len(frame))
             conn.next_transfer_from += len(body)
             last_write = time.monotonic()
 

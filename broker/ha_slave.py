@@ -22,6 +22,7 @@ from typing import Any
 
 import trio
 
+from rmqd.broker.ha_flow import ByteRate
 from rmqd.store.ha_append import HAAppendError, SlaveReceiver
 from rmqd.wire.ha import HAProtocolError, TransferReader, encode_report
 
@@ -46,6 +47,11 @@ class HAClient:
         self.connected = trio.Event()
         self.connects = 0
         self._changed = trio.Event()
+        # what GET_BROKER_HA_STATUS reports (5.x DefaultHAClient): wall-clock ms of the last
+        # bytes read from / report written to the master (read is 0 while disconnected), and
+        # the bytes read per second
+        self.last_read_ms = self.last_write_ms = _now_ms()
+        self.flow = ByteRate()
 
     def update_master_address(self, addr: str | None) -> None:
         """REGISTER_BROKER result (haServerAddr): follow the master when it moves."""
@@ -64,6 +70,7 @@ class HAClient:
                 with trio.move_on_after(self.retry_interval_s):
                     await self._changed.wait()
                 continue
+            connects = self.connects
             try:
                 await self._session(addr)
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, HAProtocolError,
@@ -72,6 +79,8 @@ class HAClient:
             except Exception:  # noqa: BLE001 - replication trouble must never stop the slave's broker
                 log.exception("HA connection to master %s failed", addr)
             self.connected = trio.Event()
+            if self.connects != connects:  # a connection was open: closeMaster zeroes lastReadTimestamp
+                self.last_read_ms = 0
             if self.master_address == addr:
                 with trio.move_on_after(self.retry_interval_s):
                     await self._changed.wait()
@@ -85,6 +94,7 @@ class HAClient:
             self.current_reported_offset = self.store.get_max_phy_offset()
             await stream.send_all(encode_report(self.current_reported_offset))
             last_write = last_read = time.monotonic()
+            self.last_read_ms = self.last_write_ms = _now_ms()
             self.connected.set()
             log.info("HA connected to master %s, reported %d", addr, self.current_reported_offset)
             reader = TransferReader()
@@ -100,6 +110,8 @@ class HAClient:
                 now = time.monotonic()
                 if data:
                     last_read = now
+                    self.last_read_ms = _now_ms()
+                    self.flow.add(len(data))
                     for t in reader.feed(data):
                         mine = receiver.expected_offset
                         if mine != 0 and mine != t.offset:
@@ -113,6 +125,11 @@ class HAClient:
                     await stream.send_all(encode_report(mine))
                     self.current_reported_offset = mine
                     last_write = now
+                    self.last_write_ms = _now_ms()
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 __all__ = ["HAClient"]

@@ -81,10 +81,13 @@ ACL_CONFIG_CODES = frozenset({
 #: rmqd's further admin codes: 54 (always, it is ACL administration too), the codes that delete
 #: store files now (DELETE_EXPIRED_COMMITLOG, CLEAN_EXPIRED_CONSUMEQUEUE, CLEAN_UNUSED_TOPIC: a
 #: change to the broker's own state) and SET_MESSAGE_REQUEST_MODE (switches a group between pull
-#: and POP for every client of it: mqadmin setConsumeMode).
+#: and POP for every client of it: mqadmin setConsumeMode), SET_COMMITLOG_READ_MODE and
+#: POP_ROLLBACK (5.x's setCommitLogReadAheadMode, exportPopRecord: they change how the broker
+#: reads its commit log / where it keeps POP records; 5.x checks no resource for them).
 RMQD_ADMIN_CODES = frozenset({GET_BROKER_CLUSTER_ACL_CONFIG, int(RequestCode.DELETE_EXPIRED_COMMITLOG),
                               int(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE), int(RequestCode.CLEAN_UNUSED_TOPIC),
-                              int(RequestCode.SET_MESSAGE_REQUEST_MODE)})
+                              int(RequestCode.SET_MESSAGE_REQUEST_MODE), int(RequestCode.SET_COMMITLOG_READ_MODE),
+                              int(RequestCode.POP_ROLLBACK)})
 
 
 def admin_codes(non_admin_acl_config: bool = False) -> frozenset[int]:
@@ -639,6 +642,7 @@ RESOURCE_PARSERS: dict[int, _Parser] = {
     int(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO): _topic,
     int(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET): _reset_offset,
     int(RequestCode.GET_CONSUMER_RUNNING_INFO): _consumer_group,
+    int(RequestCode.CHECK_ROCKSDB_CQ_WRITE_PROGRESS): _topic,  # 5.x: the same annotations
     int(RequestCode.QUERY_CONSUME_QUEUE): _group_and_topic,
     # RocketMQ 5's POP consumption (SUB on the topic and the group, as its ACL checks them)
     int(RequestCode.POP_MESSAGE): _group_and_topic,

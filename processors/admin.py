@@ -19,12 +19,15 @@ from rmqd.processors.names import guard_names
 from rmqd.store.errors import StoreBusyError
 from rmqd.wire import fastjson
 from rmqd.wire.bodies import TOPIC_MESSAGE_TYPE_ATTRIBUTE, alter_topic_attributes
-from rmqd.wire.codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode, version_desc
+from rmqd.wire.codes import CURRENT_VERSION, LanguageCode, MQVersion, RequestCode, ResponseCode, version_desc
 from rmqd.wire.errors import WireError
 from rmqd.wire.frame import RemotingCommand, make_response
 from rmqd.processors.seams import AdminBroker, Context, RequestHandler
 
 log = logging.getLogger("rmqd.admin")
+
+#: MQVersion.Version.V5_0_0's ordinal: the first client whose admin tools read 5.x's tables.
+V5_0_0 = int(MQVersion["V5_0_0"].value)
 
 #: AdminBrokerProcessor.validateSlave.
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
@@ -287,14 +290,20 @@ class AdminBrokerProcessor:
     async def get_broker_runtime_info(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.bodies import KVTable
 
-        return _ok(request, KVTable(table=self.runtime_info()).encode())
+        return _ok(request, KVTable(table=self.runtime_info(request.version)).encode())
 
-    def runtime_info(self) -> dict[str, str]:
+    def runtime_info(self, client_version: int = CURRENT_VERSION) -> dict[str, str]:
+        """The brokerStatus table. StoreStatsService's out-TPS key is ``getTransferedTps`` in
+        4.9.8 and ``getTransferredTps`` from 5.0.0 on; each admin tool reads its own broker's
+        spelling (mqadmin 5.x's exportMetrics fails on a table without it), so a requester
+        of 5.0.0 or later gets 5.x's key, an older one 4.9.8's."""
         b = self.broker
         bc = b.broker_config
         s = b.stats
         info: dict[str, str] = {}
         info.update(b.store_runtime_info())
+        if client_version >= V5_0_0 and "getTransferedTps" in info:
+            info["getTransferredTps"] = info.pop("getTransferedTps")
         info["brokerVersionDesc"] = version_desc(CURRENT_VERSION)
         info["brokerVersion"] = str(CURRENT_VERSION)
         info["msgPutTotalYesterdayMorning"] = str(s.put_yesterday_morning)

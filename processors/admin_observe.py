@@ -14,6 +14,9 @@
 * CLEAN_EXPIRED_CONSUMEQUEUE (306, ``cleanExpiredCQ``), CLEAN_UNUSED_TOPIC (316,
   ``cleanUnusedTopic``): the store's clean-ups, run off the event loop (they wait for
   dispatch under the put lock).
+* and, from processors/admin5.py, the 5.x codes mqadmin 5.x uses to look into a broker
+  (haStatus, getColdDataFlowCtrInfo, setCommitLogReadAheadMode, exportPopRecord,
+  checkRocksdbCqWriteProgress, rocksDBConfigToJson).
 
 A module of its own so the stats side of the admin codes can change without touching the
 config side (processors/admin.py).
@@ -25,6 +28,7 @@ from typing import Any
 
 import trio
 
+from rmqd.processors.admin5 import Admin5Processor
 from rmqd.processors.broker2client import call_consumer
 from rmqd.processors.names import guard_names
 from rmqd.store.consumequeue import CQ_STORE_UNIT_SIZE, ConsumeQueue
@@ -76,6 +80,8 @@ class AdminObserveProcessor:
             RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
             RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queue,
             RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
+            # the 5.x admin codes with no 4.9.8 counterpart (processors/admin5.py)
+            **Admin5Processor(self.broker).handlers(),
         })
 
     async def view_broker_stats_data(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:

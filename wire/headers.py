@@ -629,6 +629,29 @@ class GetTopicConfigRequestHeader(RpcRequestHeader):
 
 
 @_header
+class CheckRocksdbCqWriteProgressRequestHeader(CommandHeader):
+    """5.x CHECK_ROCKSDB_CQ_WRITE_PROGRESS (354, mqadmin checkRocksdbCqWriteProgress): the topic
+    and ``checkStoreTime`` (a primitive long, 0 when absent). Java's topic is @CFNotNull, but
+    mqadmin sends "" for "every topic": declared optional here so the name guard leaves a blank
+    one alone (it still refuses a name no topic can have); the handler refuses a missing one
+    with the decoder's own remark."""
+
+    JAVA_CLASS: ClassVar[str] = f"{_JAVA5_PACKAGE}.CheckRocksdbCqWriteProgressRequestHeader"
+    topic: str | None = optional(STRING)
+    checkStoreTime: int | None = optional(LONG, 0)
+
+
+@_header
+class ExportRocksDBConfigToJsonRequestHeader(CommandHeader):
+    """5.x EXPORT_ROCKSDB_CONFIG_TO_JSON (355, mqadmin rocksDBConfigToJson): ``configType``
+    (@CFNotNull), config type names each followed by ';' (topics, subscriptionGroups,
+    consumerOffsets)."""
+
+    JAVA_CLASS: ClassVar[str] = f"{_JAVA5_PACKAGE}.ExportRocksDBConfigToJsonRequestHeader"
+    configType: str | None = required(STRING)
+
+
+@_header
 class AckMessageRequestHeader(RpcRequestHeader):
     JAVA_CLASS: ClassVar[str] = f"{_JAVA5_PACKAGE}.AckMessageRequestHeader"
     consumerGroup: str | None = required(STRING)
@@ -1064,6 +1087,8 @@ REQUEST_HEADERS: dict[int, type[CommandHeader]] = {
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: ChangeInvisibleTimeRequestHeader,
     # 5.x admin
     RequestCode.GET_TOPIC_CONFIG: GetTopicConfigRequestHeader,
+    RequestCode.CHECK_ROCKSDB_CQ_WRITE_PROGRESS: CheckRocksdbCqWriteProgressRequestHeader,
+    RequestCode.EXPORT_ROCKSDB_CONFIG_TO_JSON: ExportRocksDBConfigToJsonRequestHeader,
     # name server
     RequestCode.PUT_KV_CONFIG: PutKVConfigRequestHeader,
     RequestCode.GET_KV_CONFIG: GetKVConfigRequestHeader,
@@ -1115,6 +1140,7 @@ def decode_request_header(code: int, ext: Mapping[str, str] | None) -> CommandHe
 __all__ = [
     "CommandHeader",
     "RpcRequestHeader",
+    "CheckRocksdbCqWriteProgressRequestHeader",
     "CheckTransactionStateRequestHeader",
     "CheckTransactionStateResponseHeader",
     "CloneGroupOffsetRequestHeader",
@@ -1127,6 +1153,7 @@ __all__ = [
     "DeleteTopicRequestHeader",
     "EndTransactionRequestHeader",
     "EndTransactionResponseHeader",
+    "ExportRocksDBConfigToJsonRequestHeader",
     "GetAllProducerInfoRequestHeader",
     "GetAllTopicConfigResponseHeader",
     "GetBrokerAclConfigResponseHeader",

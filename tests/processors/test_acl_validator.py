@@ -423,7 +423,7 @@ def test_acl_administration_is_admin_only_unless_configured(code: int) -> None:
     except AclError:
         passed = False
     assert passed == (code != 54)
-    assert DEFAULT_ADMIN_CODES == ADMIN_CODES | {50, 51, 52, 53, 54, 329, 306, 316, 401}
+    assert DEFAULT_ADMIN_CODES == ADMIN_CODES | {50, 51, 52, 53, 54, 329, 306, 316, 401, 2004, 200056}
 
 
 @pytest.mark.parametrize("code", [306, 316, 401])
