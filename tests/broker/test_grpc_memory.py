@@ -22,6 +22,7 @@ import pytest
 import trio
 
 from rmqd.broker.grpc_server import GrpcCall, GrpcServer
+from support import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -40,10 +41,7 @@ def _request_headers(path: bytes) -> list[tuple[bytes, bytes]]:
 
 
 async def _until(cond: Callable[[], Any], what: str) -> None:
-    with trio.move_on_after(10):
-        while not cond():
-            await trio.sleep(0.01)
-    assert cond(), what
+    await wait_until(lambda: bool(cond()), 10, what, interval=0.01)
 
 
 Scenario = Callable[[trio.SocketStream, h2.connection.H2Connection], Awaitable[None]]
