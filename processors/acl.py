@@ -637,12 +637,12 @@ RESOURCE_PARSERS: dict[int, _Parser] = {
     int(RequestCode.UNLOCK_BATCH_MQ): _lock_batch,
     int(RequestCode.GET_TOPIC_STATS_INFO): _topic,
     int(RequestCode.GET_TOPIC_CONFIG): _topic,  # 5.x: @RocketMQAction GET, @RocketMQResource TOPIC
+    int(RequestCode.CHECK_ROCKSDB_CQ_WRITE_PROGRESS): _topic,  # 5.x: the same annotations
     int(RequestCode.GET_CONSUMER_CONNECTION_LIST): _consumer_group,
     int(RequestCode.GET_CONSUME_STATS): _group_and_topic,
     int(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO): _topic,
     int(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET): _reset_offset,
     int(RequestCode.GET_CONSUMER_RUNNING_INFO): _consumer_group,
-    int(RequestCode.CHECK_ROCKSDB_CQ_WRITE_PROGRESS): _topic,  # 5.x: the same annotations
     int(RequestCode.QUERY_CONSUME_QUEUE): _group_and_topic,
     # RocketMQ 5's POP consumption (SUB on the topic and the group, as its ACL checks them)
     int(RequestCode.POP_MESSAGE): _group_and_topic,
