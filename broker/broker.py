@@ -58,6 +58,7 @@ from rmqd.processors.pull import PullMessageProcessor, PullRequestHoldService
 from rmqd.processors.query import QueryMessageProcessor
 from rmqd.processors.retry import ConsumerSendMsgBackProcessor, send_message_back
 from rmqd.processors.seams import RequestProcessor
+from rmqd.processors.reply import ReplyMessageProcessor
 from rmqd.processors.send import SendMessageProcessor
 from rmqd.processors.transaction import (
     EndTransactionProcessor, TransactionalMessageCheckService, TransactionalMessageService,
@@ -145,7 +146,8 @@ class BrokerRole:
                            LockProcessor(self.rebalance_lock_manager), QueryMessageProcessor(self),
                            ConsumerSendMsgBackProcessor(self), AdminObserveProcessor(self), end_transaction_processor,
                            PopRemotingProcessor(self.pop_service),
-                           AssignmentProcessor(self, self.message_request_mode_manager)]
+                           AssignmentProcessor(self, self.message_request_mode_manager),
+                           ReplyMessageProcessor(self, send_processor)]
         for processor in self.processors:
             self.server.register_many(processor.handlers())
             inline = getattr(processor, "inline_handlers", None)

@@ -18,6 +18,9 @@ annotations, read in plain ACL's vocabulary: 5.x's SUB and GET on a topic or gro
 PUB needs PUB, writes to the broker's own state are admin codes):
 
 * SEND_BATCH_MESSAGE (320) like SEND_MESSAGE_V2 (310);
+* SEND_REPLY_MESSAGE (324) like SEND_MESSAGE (10), SEND_REPLY_MESSAGE_V2 (325) like 310: PUB on
+  the header's topic (the ``<cluster>_REPLY_TOPIC`` a reply names). 4.9.8 and 5.x check nothing
+  here, yet the broker stores the reply under whatever topic the header names;
 * codes that name a stored message by its commit-log offset (VIEW_MESSAGE_BY_ID 33,
   CONSUMER_SEND_MSG_BACK 36, END_TRANSACTION 37, CONSUME_MESSAGE_DIRECTLY 309) need the
   permission on the topic(s) of the record stored there (SUB; PUB for 37, which writes to
@@ -495,8 +498,11 @@ def _header_value(header_cls: Any, fields: Mapping[str, str], name: str) -> Any:
         return None
 
 
+_V1_SEND_CODES = frozenset({int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_REPLY_MESSAGE)})
+
+
 def _send(need: NeededAccess, f: Mapping[str, str], request: RemotingCommand, lookup: MessageLookup | None) -> None:
-    topic_key, group_key = ("topic", "group") if need.code == RequestCode.SEND_MESSAGE else ("b", "a")
+    topic_key, group_key = ("topic", "group") if need.code in _V1_SEND_CODES else ("b", "a")
     topic = f.get(topic_key)
     if is_retry_topic(topic):
         need.add_group(f.get(group_key))
@@ -617,6 +623,8 @@ RESOURCE_PARSERS: dict[int, _Parser] = {
     int(RequestCode.SEND_MESSAGE): _send,
     int(RequestCode.SEND_MESSAGE_V2): _send,
     int(RequestCode.SEND_BATCH_MESSAGE): _send,
+    int(RequestCode.SEND_REPLY_MESSAGE): _send,  # rmqd: the send's check (4.9.8: nothing)
+    int(RequestCode.SEND_REPLY_MESSAGE_V2): _send,
     int(RequestCode.CONSUMER_SEND_MSG_BACK): _send_back,
     int(RequestCode.PULL_MESSAGE): _pull,
     int(RequestCode.QUERY_MESSAGE): _topic,

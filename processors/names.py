@@ -46,8 +46,8 @@ SELF_CHECKED: dict[int, str] = {
     RequestCode.SEND_MESSAGE: "pre_send: TopicValidator, answer with the send extFields",
     RequestCode.SEND_MESSAGE_V2: "pre_send: TopicValidator, answer with the send extFields",
     RequestCode.SEND_BATCH_MESSAGE: "pre_send: TopicValidator, answer with the send extFields",
-    RequestCode.SEND_REPLY_MESSAGE: "send path (not served by rmqd)",
-    RequestCode.SEND_REPLY_MESSAGE_V2: "send path (not served by rmqd)",
+    RequestCode.SEND_REPLY_MESSAGE: "reply: pre_send's TopicValidator, answer with the send extFields",
+    RequestCode.SEND_REPLY_MESSAGE_V2: "reply: pre_send's TopicValidator, answer with the send extFields",
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: "admin: the whole body is checked before the table is touched",
 }
 #: Name-server codes: names live in memory only; an odd name is simply not found.
