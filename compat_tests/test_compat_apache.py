@@ -4,8 +4,8 @@ and against rmqd in the same run, both brokers configured alike.  Every case mus
 same on both; a disagreement fails unless APACHE_DIFFERENCES lists it with its explanation.  A
 case that fails on both fails too (it is then the case, not rmqd, that is wrong for this client).
 
-The cases are the client cases of test_compat_clients, test_compat_semantics and
-test_compat_features, called with a Session bound to either broker; the two runs of a case go
+The cases are the client cases of test_compat_clients, test_compat_semantics,
+test_compat_features and test_compat_request_reply, called with a Session bound to either broker; the two runs of a case go
 concurrently (different topics, groups and brokers).  Restart/SIGKILL cases are not in this
 column: they start and kill their own rmqd.
 """
@@ -22,6 +22,7 @@ import pytest
 import compat_harness as harness
 import test_compat_clients
 import test_compat_features
+import test_compat_request_reply
 import test_compat_semantics
 from apache_rocketmq import LABEL as APACHE_LABEL
 from apache_rocketmq import ApacheRocketMQ, apache_problem
@@ -44,7 +45,7 @@ APACHE_DIFFERENCES: dict[str, str] = {}
 
 def _cases() -> dict[str, Callable[[Session], None]]:
     out: dict[str, Callable[[Session], None]] = {}
-    for mod in (test_compat_clients, test_compat_semantics, test_compat_features):
+    for mod in (test_compat_clients, test_compat_semantics, test_compat_features, test_compat_request_reply):
         for name in sorted(dir(mod), key=lambda n: getattr(getattr(mod, n), "__code__", None)
                            and getattr(mod, n).__code__.co_firstlineno or 0):
             fn = getattr(mod, name)

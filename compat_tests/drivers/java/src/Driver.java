@@ -43,11 +43,13 @@ import org.apache.rocketmq.client.consumer.store.OffsetStore;
 import org.apache.rocketmq.client.consumer.store.ReadOffsetType;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
+import org.apache.rocketmq.client.producer.RequestCallback;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.TransactionListener;
 import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.client.producer.TransactionSendResult;
+import org.apache.rocketmq.client.utils.MessageUtil;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
@@ -60,8 +62,9 @@ import org.apache.rocketmq.remoting.RPCHook;
  * same cases.  It speaks the JSON-case protocol of drivers/cpp_client.py (a case file in, JSON
  * lines out, "stop" on stdin ends a push consumer, a hard deadline exits with code 3) with the
  * additions the Go driver documents (transactions, credentials, SQL92, consume_from,
- * max_reconsume_times) and a "query" role (queryMessage by key, viewMessage by offsetMsgId and by
- * unique id) that only the Java client's API has.
+ * max_reconsume_times), a "query" role (queryMessage by key, viewMessage by offsetMsgId and by
+ * unique id) that only the Java client's API has, and request-reply: a "request" role
+ * (DefaultMQProducer.request) and push's "reply" (MessageUtil.createReplyMessage + send).
  */
 public final class Driver {
     private static final PrintStream OUT = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, StandardCharsets.UTF_8);
@@ -462,6 +465,15 @@ public final class Driver {
         AtomicInteger received = new AtomicInteger();
         int stopAfter = (int) num("stop_after", 0);
         long lingerMs = (long) (num("linger_s", 0) * 1000);
+        // "reply": answer every request message (one with REPLY_TO_CLIENT) as a RocketMQReplyListener
+        // does: createReplyMessage(request, "reply:" + body) sent to <CLUSTER>_REPLY_TOPIC
+        DefaultMQProducer replier = null;
+        if (bool("reply")) {
+            replier = new DefaultMQProducer(str("reply_group", str("group", null) + "_replier"), hook());
+            configure(replier);
+            replier.start();
+        }
+        final DefaultMQProducer replyProducer = replier;
         java.util.function.Function<MessageExt, Boolean> handle = m -> {
             boolean ok = true;
             byte[] body = m.getBody() == null ? new byte[0] : m.getBody();
@@ -479,6 +491,9 @@ public final class Driver {
             JsonObject o = describe(m);
             o.addProperty("acked", ok);
             emit("message", o);
+            if (replyProducer != null && m.getProperty("REPLY_TO_CLIENT") != null) {
+                reply(replyProducer, m, body);
+            }
             if (stopAfter > 0 && received.incrementAndGet() >= stopAfter) {
                 new Thread(() -> {
                     try {
@@ -516,7 +531,97 @@ public final class Driver {
         STOP.await();
         emit("stopping", obj("received", received.get()));
         c.shutdown();
+        if (replier != null) {
+            replier.shutdown();
+        }
         emit("done", obj("received", received.get()));
+    }
+
+    static void reply(DefaultMQProducer replier, MessageExt request, byte[] body) {
+        String correlationId = request.getProperty("CORRELATION_ID");
+        try {
+            byte[] prefix = "reply:".getBytes(StandardCharsets.UTF_8);
+            byte[] answer = java.util.Arrays.copyOf(prefix, prefix.length + body.length);
+            System.arraycopy(body, 0, answer, prefix.length, body.length);
+            Message reply = MessageUtil.createReplyMessage(request, answer);
+            SendResult r = replier.send(reply, (long) num("send_timeout_ms", 3000));
+            JsonObject o = sent(0, r);
+            o.addProperty("topic", reply.getTopic());
+            o.addProperty("correlationId", correlationId);
+            emit("replied", o);
+        } catch (Exception e) {
+            emit("reply_error", obj("correlationId", correlationId, "error", err(e)));
+        }
+    }
+
+    /** DefaultMQProducer.request per message: request(msg, timeout), or with "async": true
+     * request(msg, RequestCallback, timeout); the reply pushed back by the broker. */
+    static void request() throws Exception {
+        DefaultMQProducer p = new DefaultMQProducer(str("group", "compat_rqg"), hook());
+        configure(p);
+        p.setSendMsgTimeout((int) num("send_timeout_ms", 3000));
+        p.start();
+        emit("started", null);
+        String topic = str("topic", null);
+        long timeout = (long) num("request_timeout_ms", 5000);
+        List<JsonObject> specs = specs();
+        for (int i = 0; i < specs.size(); i++) {
+            Message m = build(topic, specs.get(i));
+            boolean async = specs.get(i).has("async") && specs.get(i).get("async").getAsBoolean();
+            long start = System.currentTimeMillis();
+            Message[] got = new Message[1];
+            Throwable[] failed = new Throwable[1];
+            AtomicInteger sentCallbacks = new AtomicInteger();
+            try {
+                if (async) {
+                    CountDownLatch done = new CountDownLatch(1);
+                    p.request(m, new RequestCallback() {
+                        @Override
+                        public void onSuccess(Message reply) {
+                            // 4.9.x calls onSuccess(null) once the request is sent (executeRequestCallback
+                            // in the send callback), then onSuccess(reply) when the reply arrives
+                            if (reply == null) {
+                                sentCallbacks.incrementAndGet();
+                                return;
+                            }
+                            got[0] = reply;
+                            done.countDown();
+                        }
+
+                        @Override
+                        public void onException(Throwable e) {
+                            failed[0] = e;
+                            done.countDown();
+                        }
+                    }, timeout);
+                    if (!done.await(timeout + 5000, TimeUnit.MILLISECONDS)) {
+                        failed[0] = new IllegalStateException("no callback within " + (timeout + 5000) + " ms");
+                    }
+                } else {
+                    got[0] = p.request(m, timeout);
+                }
+            } catch (Exception e) {
+                failed[0] = e;
+            }
+            long elapsed = System.currentTimeMillis() - start;
+            if (failed[0] != null || got[0] == null) {
+                emit("request_error", obj("index", i, "async", async, "elapsedMs", elapsed,
+                    "error", failed[0] == null ? "null reply" : err(failed[0])));
+                continue;
+            }
+            Message r = got[0];
+            JsonObject o = r instanceof MessageExt ? describe((MessageExt) r)
+                : obj("topic", r.getTopic(), "body_b64", Base64.getEncoder().encodeToString(r.getBody()));
+            o.addProperty("index", i);
+            o.addProperty("async", async);
+            o.addProperty("nullCallbacks", sentCallbacks.get());
+            o.addProperty("requestCorrelationId", m.getProperty("CORRELATION_ID"));
+            o.addProperty("requestReplyTo", m.getProperty("REPLY_TO_CLIENT"));
+            o.addProperty("elapsedMs", elapsed);
+            emit("reply", o);
+        }
+        p.shutdown();
+        emit("done", null);
     }
 
     static void pull() throws Exception {
@@ -705,6 +810,9 @@ public final class Driver {
                     break;
                 case "query":
                     query();
+                    break;
+                case "request":
+                    request();
                     break;
                 case "pop":
                     // 5.x only (src/Pop5.java is compiled into driver-5.jar alone)
