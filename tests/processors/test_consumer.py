@@ -53,11 +53,14 @@ def test_update_query_and_persist_across_restart(tmp_path: Path) -> None:
 
 def test_consumer_list_by_group(tmp_path: Path) -> None:
     req, resp = capture_exchange(RequestCode.GET_CONSUMER_LIST_BY_GROUP)
+    group = req["header"]["extFields"]["consumerGroup"]
+    # the one consumer of the captured session: its client id as the 4.9.8 client built it
+    (client_id,) = json.loads(bytes.fromhex(resp["bodyHex"]))["consumerIdList"]
 
     async def fn(h) -> None:
-        r = await h.invoke(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "WireConsumerGroup"})
-        assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "no consumer for this group, WireConsumerGroup")
-        await h.heartbeat("192.0.2.2@22182#1419737195599", "WireConsumerGroup", "WireTopic")
+        r = await h.invoke(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+        assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
+        await h.heartbeat(client_id, group, "WireTopic")
         r = await h.invoke(RequestCode.GET_CONSUMER_LIST_BY_GROUP, dict(req["header"]["extFields"]))
         assert r.code == ResponseCode.SUCCESS and r.ext_fields == {}
         assert bytes(r.body) == bytes.fromhex(resp["bodyHex"])
