@@ -17,8 +17,8 @@ from typing import Iterator
 import pytest
 import trio
 
-from apache5_rocketmq import ApacheRocketMQ5, apache5_problem, mqadmin5
-from compat_harness import RmqdServer, missing
+from apache5_rocketmq import mqadmin5
+from pair5 import rmqd_and_apache5
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -30,19 +30,8 @@ QUEUE_LINE = re.compile(r"^\S+\s+\d+\s+\d+\s+\d+\s", re.M)  # "#Broker Name #QID
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[str, str]]]:
     """side -> (name server, broker Remoting address)."""
-    problem = apache5_problem()
-    if problem:
-        missing(problem)
-    base = tmp_path_factory.mktemp("topic_config5")
-    rmqd = RmqdServer(store=base / "rmqd" / "store", log_path=base / "rmqd.log").start()
-    apache = ApacheRocketMQ5(base / "apache5")
-    try:
-        apache.start()
-        yield {"rmqd": (rmqd.namesrv, f"127.0.0.1:{rmqd.broker_port}"),
-               "apache": (apache.namesrv_addr, apache.broker_addr)}
-    finally:
-        apache.stop()
-        assert rmqd.stop() == 0
+    with rmqd_and_apache5(tmp_path_factory.mktemp("topic_config5")) as sides:
+        yield sides
 
 
 def _topic_status(namesrv: str, topic: str, workdir: Path, queues: int) -> str:

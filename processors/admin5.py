@@ -103,6 +103,11 @@ class Admin5Broker(StoreBroker, Protocol):
     def ha_client(self) -> HAClientView | None: ...
 
 
+#: RemotingCommand.createResponseCommand(null)'s remark, kept by the handlers that only set SUCCESS
+#: (transferPopToFsStore, checkRocksdbCqWriteProgress): what 5.3.3 answers with.
+UNSET_REMARK = "not set any response code"
+
+
 def _ok(request: RemotingCommand, body: bytes | None = None, remark: str | None = None) -> RemotingCommand:
     return make_response(request, ResponseCode.SUCCESS, remark, body=body)
 
@@ -219,7 +224,7 @@ class Admin5Processor:
         """transferPopToFsStore: no RocksDB POP store, so every record is in the file store already."""
         log.info("exportPopRecord called by %s: POP records are kept in the file store only",
                  ctx.channel.remote_addr)
-        return _ok(request)
+        return _ok(request, remark=UNSET_REMARK)
 
     async def check_rocksdb_cq_write_progress(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.headers import CheckRocksdbCqWriteProgressRequestHeader
@@ -232,7 +237,7 @@ class Admin5Processor:
             checkResult="rocksdbCQWriteEnable is false, checkRocksdbCqWriteProgressCommand is invalid",
             checkStatus=CHECK_NOT_OK)
         log.info("checkRocksdbCqWriteProgress result: %s", done.encode().decode())
-        return _ok(request, CheckRocksdbCqWriteResult(checkStatus=CHECK_IN_PROGRESS).encode())
+        return _ok(request, CheckRocksdbCqWriteResult(checkStatus=CHECK_IN_PROGRESS).encode(), UNSET_REMARK)
 
     async def export_rocksdb_config_to_json(self, ctx: Context, request: RemotingCommand) -> RemotingCommand:
         from rmqd.wire.headers import ExportRocksDBConfigToJsonRequestHeader

@@ -1,8 +1,8 @@
 """The bodies of the RocketMQ 5.x admin codes rmqd answers beside 4.9.8's (processors/admin5.py).
 
 Facts from apache/rocketmq rocketmq-all-5.3.3 (the same code in develop 8fc57f1): every one
-is written by fastjson 1.2.83, beans with their getters' properties in alphabetical order and
-null properties left out, a ``JSONObject`` (a java.util.HashMap) in HashMap order.
+is written by fastjson, beans with their getters' properties in alphabetical order and null
+properties left out, a ``JSONObject`` in the order its keys were put.
 
 * HARuntimeInfo (GET_BROKER_HA_STATUS 907, mqadmin haStatus): remoting/.../body/HARuntimeInfo
   with its HAConnectionRuntimeInfo (one per slave connection of a master) and
@@ -20,7 +20,6 @@ from typing import Any
 from rmqd.wire import fastjson
 from rmqd.wire.bodies import as_bool, as_int, as_str
 from rmqd.wire.errors import WireError
-from rmqd.wire.javamap import java_hashmap_order
 
 #: CheckRocksdbCqWriteResult.CheckStatus values.
 CHECK_OK, CHECK_NOT_OK, CHECK_IN_PROGRESS, CHECK_ERROR = 0, 1, 2, 3
@@ -104,17 +103,18 @@ class CheckRocksdbCqWriteResult:
 def encode_cold_data_flow_ctr_info(runtime_table: dict[str, Any], config_table: dict[str, int],
                                    cg_cold_read_threshold: int, global_cold_read_threshold: int,
                                    global_acc: int) -> bytes:
-    """ColdDataCgCtrService.getColdDataFlowCtrInfo: a JSONObject (a 16-slot HashMap) of the
-    runtime table (group -> its cold-read accumulation), the configured per-group thresholds,
-    both threshold settings and the global accumulation. The two tables are
-    ConcurrentHashMaps: written in their order."""
-    obj = java_hashmap_order({
+    """ColdDataCgCtrService.getColdDataFlowCtrInfo: a JSONObject of the runtime table (group ->
+    its cold-read accumulation), the configured per-group thresholds, both threshold settings and
+    the global accumulation, in the order they are put (Apache 5.3.3's answer, compared in
+    compat_tests/test_admin5_mqadmin.py). The two tables are ConcurrentHashMaps: written in
+    their order."""
+    obj = {
         "runtimeTable": runtime_table,
         "configTable": config_table,
         "cgColdReadThreshold": int(cg_cold_read_threshold),
         "globalColdReadThreshold": int(global_cold_read_threshold),
         "globalAcc": int(global_acc),
-    })
+    }
     return fastjson.dumps(obj).encode("utf-8", "replace")
 
 
