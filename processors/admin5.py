@@ -245,8 +245,8 @@ class Admin5Processor:
         h = ExportRocksDBConfigToJsonRequestHeader.from_ext(request.ext_fields)
         for name in (h.configType or "").split(";"):  # ConfigType.fromString: StringUtils.split, trim
             if name and not any(t.lower() == name.strip(_JAVA_TRIM).lower() for t in ROCKSDB_CONFIG_TYPES):
-                return make_response(request, ResponseCode.SYSTEM_ERROR,
-                                     f"java.lang.IllegalArgumentException: Unknown config type: {name}, {_AT_CONFIG_TYPE}")
+                remark = f"java.lang.IllegalArgumentException: Unknown config type: {name}, {_AT_CONFIG_TYPE}"
+                return make_response(request, ResponseCode.SYSTEM_ERROR, remark)
         return _ok(request, remark="export done.")
 
 

@@ -114,8 +114,9 @@ def test_runtime_info_names_the_out_tps_as_the_requesters_broker(tmp_path: Path,
 
 
 def test_acl_rows() -> None:
-    """354 is @RocketMQAction GET with @RocketMQResource(TOPIC): SUB on the topic; 907, 2003 and 355 name no topic or group; 2004 and 200056 change the
-    broker's own state: admin codes in rmqd (5.x checks no resource for them)."""
+    """354 is @RocketMQAction GET with @RocketMQResource(TOPIC): SUB on the topic; 907, 2003 and
+    355 name no topic or group; 2004 and 200056 change the broker's own state: admin codes in
+    rmqd (5.x checks no resource for them)."""
     def needs(code: int, ext: dict[str, str] | None = None) -> dict[str, int] | None:
         return parse_request(make_request(code, {"AccessKey": "ak", **(ext or {})}), "1.2.3.4:5").resources
 
