@@ -332,7 +332,7 @@ def test_podman_socket(podman: tuple[str, str], tc: Any, tmp_path: Path, monkeyp
         with tc.RmqdContainer(image, network_mode=mode) as mq:
             round_trip(mq.namesrv_address(), tmp_path, f"podman_{mode}", n=2)
         assert mq.exit_code == 0, (mode, mq.exit_code)
-    with pytest.raises(tc.ContainerStartError, match="exited with 1 before it was ready: rmqd: "
+    with pytest.raises(tc.ContainerStartError, match="exited with 1 before it was ready: rmqd: /etc/rmqd/broker.conf: "
                                                      "flushDiskType='SOMETIMES' is not one of ASYNC_FLUSH, SYNC_FLUSH"):
         bad = tc.RmqdContainer(image, broker_conf={"flushDiskType": "SOMETIMES"})
         try:
