@@ -194,7 +194,9 @@ class Admin5Processor:
         try:
             mode = parse_java_int(text if text is not None else "")
         except ValueError:  # Integer.parseInt's NumberFormatException, caught by the handler
-            log.error("set commitlog readahead mode failed: READ_AHEAD_MODE=%.40r", text)
+            # WARNING, not Apache's ERROR: a malformed request is the client's fault (ERROR is for
+            # the broker's own faults)
+            log.warning("set commitlog readahead mode failed: READ_AHEAD_MODE=%.40r", text)
             return make_response(request, ResponseCode.SYSTEM_ERROR, "set commitlog readahead mode failed")
         if mode not in (MADV_NORMAL, MADV_RANDOM):
             return make_response(request, ResponseCode.INVALID_PARAMETER,
